@@ -1,0 +1,36 @@
+"""Identifiers and small value types shared by every layer; imports nothing of ours."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ItemId = str
+"""Stable item identifier, e.g. ``"mmlu.anatomy.12"``; never a row position."""
+
+ModelId = str
+"""Model identifier, e.g. a Hugging Face repo id or a checkpoint path."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A full-benchmark score estimate with a central interval.
+
+    ``value``, ``lower`` and ``upper`` are on the score scale of the target (fractions in
+    [0, 1] unless the caller says otherwise); ``level`` is the nominal coverage of
+    ``[lower, upper]``; ``se`` is a standard error where the method has one (else NaN).
+    """
+
+    value: float
+    lower: float
+    upper: float
+    level: float = 0.9
+    se: float = float("nan")
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "value": self.value,
+            "lower": self.lower,
+            "upper": self.upper,
+            "level": self.level,
+            "se": self.se,
+        }

@@ -1,0 +1,115 @@
+"""Anchor Points: cluster items by how source models answer them, keep one medoid per cluster.
+
+Items whose correctness is strongly correlated across models are interchangeable for
+scoring, so one representative per cluster, weighted by cluster size, estimates the full
+score (Vivek et al., 2023; tinyBenchmarks uses the same weighting).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._rng import SeedLike, as_generator
+from ..responses import ResponseMatrix
+from .base import Selector, Subset
+from .random import _seed_value
+
+
+def standardised_item_profiles(source: ResponseMatrix) -> np.ndarray:
+    """Item columns z-scored across models, one row per item (missing -> item mean).
+
+    Squared Euclidean distance between two rows is ``2 m (1 - r)`` with ``r`` the
+    correlation of the items' correctness, so k-means on these rows clusters by correlation.
+    """
+    values = source.values
+    means = np.nanmean(values, axis=0)
+    filled = np.where(np.isnan(values), means, values)
+    centred = filled - means
+    scale = centred.std(axis=0)
+    scale[scale == 0] = 1.0
+    return (centred / scale).T
+
+
+def _kmeans_plus_plus(points: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    n = points.shape[0]
+    centres = np.empty((k, points.shape[1]))
+    centres[0] = points[rng.integers(n)]
+    closest = np.sum((points - centres[0]) ** 2, axis=1)
+    for j in range(1, k):
+        total = closest.sum()
+        probs = closest / total if total > 0 else np.full(n, 1.0 / n)
+        centres[j] = points[rng.choice(n, p=probs)]
+        closest = np.minimum(closest, np.sum((points - centres[j]) ** 2, axis=1))
+    return centres
+
+
+def _squared_distances(points: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    sq = np.sum(points**2, axis=1)[:, None] - 2.0 * points @ centres.T + np.sum(centres**2, axis=1)
+    return np.maximum(sq, 0.0)
+
+
+def kmeans(
+    points: np.ndarray, k: int, rng: np.random.Generator, *, max_iter: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lloyd's k-means with k-means++ start; returns (labels, centres). Empty clusters reseed."""
+    centres = _kmeans_plus_plus(points, k, rng)
+    labels = np.full(points.shape[0], -1)
+    for _ in range(max_iter):
+        distances = _squared_distances(points, centres)
+        new_labels = np.argmin(distances, axis=1)
+        if np.array_equal(new_labels, labels):
+            break
+        labels = new_labels
+        for j in range(k):
+            members = labels == j
+            if members.any():
+                centres[j] = points[members].mean(axis=0)
+            else:  # move an empty centre to the point worst served by its centre
+                worst = int(np.argmax(distances[np.arange(len(labels)), labels]))
+                centres[j] = points[worst]
+    return labels, centres
+
+
+def medoid_indices(points: np.ndarray, labels: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """For each non-empty cluster, the member closest to its centre."""
+    medoids = []
+    for j in range(centres.shape[0]):
+        members = np.flatnonzero(labels == j)
+        if members.size == 0:
+            continue
+        gaps = np.sum((points[members] - centres[j]) ** 2, axis=1)
+        medoids.append(int(members[np.argmin(gaps)]))
+    return np.asarray(medoids, dtype=np.intp)
+
+
+class AnchorPointsSelector(Selector):
+    """k-means on correlation profiles of items; medoids weighted by cluster size."""
+
+    name = "anchor_points"
+
+    def __init__(self, *, n_init: int = 5, max_iter: int = 100) -> None:
+        self.n_init = n_init
+        self.max_iter = max_iter
+
+    def _select(self, source: ResponseMatrix, budget: int, seed: SeedLike) -> Subset:
+        rng = as_generator(seed)
+        points = standardised_item_profiles(source)
+        best: tuple[float, np.ndarray, np.ndarray] | None = None
+        for _ in range(self.n_init):
+            labels, centres = kmeans(points, budget, rng, max_iter=self.max_iter)
+            inertia = float(np.sum((points - centres[labels]) ** 2))
+            if best is None or inertia < best[0]:
+                best = (inertia, labels, centres)
+        assert best is not None
+        _, labels, centres = best
+        medoids = medoid_indices(points, labels, centres)
+        sizes = np.bincount(labels, minlength=centres.shape[0])
+        sizes = sizes[sizes > 0]
+        order = np.argsort(medoids)
+        return Subset(
+            tuple(source.item_ids[m] for m in medoids[order]),
+            sizes[order] / sizes.sum(),
+            self.name,
+            _seed_value(seed),
+            {"cluster_sizes": sizes[order].tolist()},
+        )
