@@ -130,7 +130,7 @@ class ResponseMatrix:
         if bad.any():
             rows, cols = np.nonzero(bad)
             raise InputError(
-                f"{self.source}: score {array[rows[0], cols[0]]!r} outside [0, 1] for model "
+                f"{self.source}: score {float(array[rows[0], cols[0]])!r} outside [0, 1] for model "
                 f"{self.model_ids[rows[0]]!r}, item {self.item_ids[cols[0]]!r} "
                 f"({bad.sum()} such entries)"
             )
@@ -237,6 +237,16 @@ class ResponseMatrix:
             models=self.models,
             source=self.source,
         )
+
+    def reindex_items(self, item_ids: Sequence[ItemId]) -> ResponseMatrix:
+        """A matrix with exactly ``item_ids`` as columns; items this one lacks become NaN."""
+        values = np.full((self.n_models, len(item_ids)), np.nan)
+        known = [k for k, item in enumerate(item_ids) if item in self._item_pos]
+        values[:, known] = self.values[:, self.item_positions([item_ids[k] for k in known])]
+        items = infer_item_metadata(item_ids)
+        present = [item_ids[k] for k in known]
+        items.loc[present] = self.items.loc[present, list(ITEM_FIELDS)].to_numpy()
+        return ResponseMatrix(values, self.model_ids, item_ids, items=items, models=self.models, source=self.source)
 
     def drop_items(self, item_ids: Iterable[ItemId]) -> ResponseMatrix:
         drop = set(item_ids)

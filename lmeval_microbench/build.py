@@ -1,0 +1,89 @@
+"""From a response matrix to a bundle: select items, fit IRT, fit estimators, record reliability."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
+from .errors import InputError
+from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
+from .irt import IRTModel
+from .irt.params import ItemParams
+from .responses import ResponseMatrix
+from .selection import make_selector
+
+CONSTANT_ITEM_LOGIT = 6.0
+"""Intercept given to items every source model scored alike (P = 0.998 or 0.002)."""
+
+
+def fit_source_irt(source: ResponseMatrix, *, model: str = "2pl", seed: int | None = 0) -> ItemParams:
+    """IRT parameters for every source item, constant items included.
+
+    Items every source model got right (or wrong) carry no information and cannot be fitted;
+    they get slope 0 and an intercept of +-``CONSTANT_ITEM_LOGIT`` so that IRT estimators still
+    count them in the full score.
+    """
+    constant = source.constant_items()
+    fitted = IRTModel(model, random_state=seed).fit(source.drop_items(constant)).params_
+    if not constant:
+        return fitted
+    level = np.nanmean(source.select_items(constant).values, axis=0)
+    n_const = len(constant)
+    a = np.vstack([fitted.a, np.zeros((n_const, fitted.n_dims))])
+    d = np.concatenate([fitted.d, np.where(level >= 0.5, CONSTANT_ITEM_LOGIT, -CONSTANT_ITEM_LOGIT)])
+    g = np.concatenate([fitted.g, np.zeros(n_const)])
+    u = np.concatenate([fitted.u, np.ones(n_const)])
+    params = ItemParams(fitted.item_ids + tuple(constant), a, d, g, u, fitted.model)
+    return params.subset(list(source.item_ids))
+
+
+def build_bundle(
+    source: ResponseMatrix,
+    target: np.ndarray,
+    *,
+    name: str,
+    benchmark: str,
+    method: str,
+    budget: int,
+    seed: int = 0,
+    estimators: Sequence[str] | None = None,
+    default_estimator: str = DEFAULT_ESTIMATOR,
+    irt_model: str = "2pl",
+    metric: MetricSpec | None = None,
+    dataset: DatasetCoordinates | None = None,
+    license: str | None = None,
+) -> Bundle:
+    """Select ``budget`` items with ``method`` and fit every estimator on ``source``.
+
+    ``target`` is the true full score of each source model (fractions). The reliability
+    summary records each estimator's cross-validated MAE on the source models.
+    """
+    names = list(estimators) if estimators else list(ESTIMATORS)
+    if default_estimator not in names:
+        raise InputError(f"default estimator {default_estimator!r} is not among {names}")
+    subset = make_selector(method).select(source, budget, seed=seed)
+    irt = fit_source_irt(source, model=irt_model, seed=seed)
+    fitted = []
+    for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
+        fitted.append(make_estimator(estimator_name).fit(source, subset, target, irt=irt))
+    reliability = {
+        "cv_mae_source": {est.name: float(est.cv_mae_) for est in fitted},
+        "n_source_models": int(source.n_models),
+        "note": "cross-validated mean absolute error on the source models (fraction scale)",
+    }
+    return Bundle.from_parts(
+        name=name,
+        benchmark=benchmark,
+        subset=subset,
+        source=source,
+        irt=irt,
+        estimators=[EstimatorSpec(est.name, est.state_dict()) for est in fitted],
+        default_estimator=default_estimator,
+        metric=metric or MetricSpec(name="acc"),
+        dataset=dataset,
+        reliability=reliability,
+        license=license,
+    )

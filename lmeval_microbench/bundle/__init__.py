@@ -1,0 +1,41 @@
+"""Versioned, checksummed micro-benchmark bundles: schema (``schema``) and folders (``io``)."""
+
+from .io import (
+    BUNDLE_FILE,
+    ITEMS_FILE,
+    load_bundle,
+    load_items,
+    parse_hf_location,
+    resolve_location,
+    save_bundle,
+    verify_items,
+)
+from .schema import (
+    SCHEMA_VERSION,
+    SCORE_SCALES,
+    Bundle,
+    BundleVersionWarning,
+    DatasetCoordinates,
+    EstimatorSpec,
+    MetricSpec,
+    Provenance,
+)
+
+__all__ = [
+    "BUNDLE_FILE",
+    "ITEMS_FILE",
+    "SCHEMA_VERSION",
+    "SCORE_SCALES",
+    "Bundle",
+    "BundleVersionWarning",
+    "DatasetCoordinates",
+    "EstimatorSpec",
+    "MetricSpec",
+    "Provenance",
+    "load_bundle",
+    "load_items",
+    "parse_hf_location",
+    "resolve_location",
+    "save_bundle",
+    "verify_items",
+]

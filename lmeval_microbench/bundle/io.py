@@ -1,0 +1,331 @@
+"""Reading and writing bundle folders, locally or from the Hugging Face Hub.
+
+A bundle folder holds ``bundle.json`` (the checksummed payload) and, optionally,
+``items.parquet`` (the item documents: ``item_id``, ``content_hash`` and any doc fields).
+Other files in the folder (a Hub ``README.md``, ``.gitattributes``) are ignored.
+
+Writes are all-or-nothing: the folder is assembled in a temporary sibling folder and renamed
+into place, so a crash leaves either the old bundle or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._io import sha256_file
+from .._types import ItemId
+from ..errors import BundleError, ItemMismatchError
+from .schema import Bundle, check_version, seal, verify_payload_checksum
+
+BUNDLE_FILE = "bundle.json"
+ITEMS_FILE = "items.parquet"
+HF_PREFIX = "hf://"
+
+_HF_LOCATION = re.compile(
+    r"^hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s@]+))?/?$"
+)
+
+Location = str | os.PathLike[str]
+
+
+# ---------------------------------------------------------------------------- saving
+def save_bundle(
+    bundle: Bundle,
+    folder: Location,
+    *,
+    items: pd.DataFrame | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``bundle`` (and optionally its item documents) to ``folder``; return the folder.
+
+    ``items`` is a frame with one row per subset item, keyed by an ``item_id`` column or
+    index, holding any document fields; its ``content_hash`` column (added from the bundle
+    when absent) must agree with the bundle. An existing folder is replaced only with
+    ``overwrite=True`` and only if it is a bundle folder (or empty), so a typo cannot wipe
+    an unrelated directory.
+    """
+    target = Path(folder)
+    _check_target(target, overwrite)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        files: dict[str, str] = {}
+        if items is not None:
+            frame = _items_frame(bundle, items)
+            _write_items(frame, staging / ITEMS_FILE)
+            files[ITEMS_FILE] = sha256_file(staging / ITEMS_FILE)
+        _write_document(seal(bundle.to_dict(), files), staging / BUNDLE_FILE)
+        _swap_into_place(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _check_target(target: Path, overwrite: bool) -> None:
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise BundleError(f"{target}: exists and is not a folder")
+    if not overwrite:
+        raise BundleError(f"{target}: already exists; pass overwrite=True to replace it")
+    if any(target.iterdir()) and not (target / BUNDLE_FILE).is_file():
+        raise BundleError(
+            f"{target}: refusing to overwrite a non-empty folder that holds no {BUNDLE_FILE}"
+        )
+
+
+def _items_frame(bundle: Bundle, items: pd.DataFrame) -> pd.DataFrame:
+    """``items`` as a frame with an ``item_id`` column, in subset order, hashes checked."""
+    frame = items.copy()
+    if "item_id" not in frame.columns:
+        if frame.index.name != "item_id":
+            raise BundleError("items: expected an 'item_id' column or an index named 'item_id'")
+        frame = frame.reset_index()
+    frame["item_id"] = frame["item_id"].astype(str)
+    ids = frame["item_id"].tolist()
+    dups = sorted(frame["item_id"][frame["item_id"].duplicated()].unique())
+    wanted, present = set(bundle.item_ids), set(ids)
+    missing = [i for i in bundle.item_ids if i not in present]
+    extra = [i for i in ids if i not in wanted]
+    if dups or missing or extra:
+        problems = [
+            f"duplicate ids {dups[:5]}" if dups else "",
+            f"lacks subset items {missing[:5]} ({len(missing)} in all)" if missing else "",
+            f"has items not in the subset {extra[:5]} ({len(extra)} in all)" if extra else "",
+        ]
+        raise BundleError("items: " + "; ".join(p for p in problems if p))
+    frame = frame.set_index("item_id").loc[list(bundle.item_ids)]
+    if "content_hash" not in frame.columns:
+        frame["content_hash"] = [bundle.content_hashes[i] for i in frame.index]
+    else:
+        _check_frame_hashes(bundle, frame["content_hash"])
+    return frame.reset_index()
+
+
+def _check_frame_hashes(bundle: Bundle, column: pd.Series) -> None:
+    differ = [
+        item
+        for item, value in column.items()
+        if bundle.content_hashes[item] is not None
+        and not pd.isna(value)
+        and str(value) != bundle.content_hashes[item]
+    ]
+    if differ:
+        raise BundleError(f"items: content_hash disagrees with the bundle for items {differ[:5]}")
+
+
+def _write_items(frame: pd.DataFrame, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise BundleError(f"items: columns cannot be stored in parquet ({exc})") from exc
+    pq.write_table(table, path)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+
+def _pretty_json(value: Any, level: int = 0) -> str:
+    """Indented JSON that keeps arrays of numbers, and each record of an array, on one line.
+
+    IRT parameters of thousands of items stay a few long lines instead of tens of thousands
+    of one-number lines, and a diff of two bundles shows one line per changed item.
+    """
+    pad, end = "  " * (level + 1), "  " * level
+    if isinstance(value, dict) and value:
+        fields = (
+            f"{pad}{_compact_json(k)}: {_pretty_json(v, level + 1)}" for k, v in value.items()
+        )
+        return "{\n" + ",\n".join(fields) + f"\n{end}}}"
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return "[\n" + ",\n".join(pad + _compact_json(v) for v in value) + f"\n{end}]"
+    return _compact_json(value)
+
+
+def _write_document(document: Mapping[str, Any], path: Path) -> None:
+    text = _pretty_json(dict(document)) + "\n"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _swap_into_place(staging: Path, target: Path) -> None:
+    """Rename ``staging`` to ``target``; an old ``target`` is kept aside until that worked."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:12]}")
+    os.replace(target, backup)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        os.replace(backup, target)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- loading
+def resolve_location(location: Location) -> Path:
+    """The local ``bundle.json`` for a folder, a JSON path or ``hf://owner/name[@revision]``.
+
+    Hub bundles are fetched with ``huggingface_hub.snapshot_download`` into its cache (offline
+    mode, ``HF_HUB_OFFLINE=1``, serves them from that cache).
+    """
+    text = os.fspath(location)
+    if text.startswith(HF_PREFIX):
+        return _download(text) / BUNDLE_FILE
+    path = Path(text)
+    if path.is_dir():
+        path = path / BUNDLE_FILE
+    if not path.is_file():
+        raise BundleError(
+            f"{path}: no bundle found (expected a bundle folder or its {BUNDLE_FILE})"
+        )
+    return path
+
+
+def parse_hf_location(location: str) -> tuple[str, str | None]:
+    """``"hf://owner/name@rev"`` -> ``("owner/name", "rev")``."""
+    match = _HF_LOCATION.match(location)
+    if match is None:
+        raise BundleError(f"{location}: expected hf://owner/name or hf://owner/name@revision")
+    return match["repo"], match["revision"]
+
+
+def _download(location: str) -> Path:
+    repo_id, revision = parse_hf_location(location)
+    import huggingface_hub
+
+    try:
+        folder = huggingface_hub.snapshot_download(repo_id, repo_type="dataset", revision=revision)
+    except (OSError, ValueError) as exc:  # hub HTTP, offline and validation errors
+        raise BundleError(
+            f"{location}: cannot download the bundle ({type(exc).__name__}: {exc})"
+        ) from exc
+    return Path(folder)
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    def refuse_constant(name: str) -> None:
+        raise BundleError(
+            f"{path}: {name} is not valid JSON (bundles store null for missing numbers)"
+        )
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: not a readable bundle file ({exc})") from exc
+    if not isinstance(document, dict):
+        raise BundleError(f"{path}: expected a JSON object at the top level")
+    return document
+
+
+def _verify_side_files(folder: Path, files: Mapping[str, str], where: Path) -> None:
+    for name, expected in files.items():
+        if Path(name).name != name:
+            raise BundleError(f"{where}: side file name {name!r} must be a plain file name")
+        path = folder / name
+        if not path.is_file():
+            raise BundleError(f"{path}: missing; {where.name} lists it in its checksums")
+        if sha256_file(path) != expected:
+            raise BundleError(
+                f"{path}: checksum mismatch: the file was changed after the bundle was written"
+            )
+
+
+def load_bundle(location: Location) -> Bundle:
+    """Load and fully verify a bundle: version, payload and side-file checksums, schema.
+
+    ``location`` is a bundle folder, a ``bundle.json`` path, or ``hf://owner/name[@revision]``.
+    """
+    path = resolve_location(location)
+    document = _read_document(path)
+    check_version(document.get("schema_version"), str(path), warn=False)  # before checksums
+    files = verify_payload_checksum(document, str(path))
+    _verify_side_files(path.parent, files, path)
+    return Bundle.from_dict(document, source=str(path))
+
+
+def load_items(location: Location) -> pd.DataFrame | None:
+    """The bundle's item documents indexed by ``item_id`` (None if it stores none), verified."""
+    path = resolve_location(location)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # version warnings were shown by load_bundle already
+        bundle = load_bundle(path)
+    items_path = path.parent / ITEMS_FILE
+    if not items_path.is_file():
+        return None
+    frame = pd.read_parquet(items_path).set_index("item_id")
+    return frame.loc[list(bundle.item_ids)]
+
+
+# ---------------------------------------------------------------------------- verification
+def verify_items(bundle: Bundle, docs: Mapping[ItemId, str | None]) -> tuple[ItemId, ...]:
+    """Check a run's documents (item id -> content hash) against the bundle's items.
+
+    Raises :class:`ItemMismatchError` naming subset items the run lacks and items whose
+    content hash changed. Items with an unknown hash on either side cannot be checked: they
+    are returned (and a warning says how many). Extra documents in the run are fine.
+    """
+    missing = [item for item in bundle.item_ids if item not in docs]
+    changed = [
+        item
+        for item in bundle.item_ids
+        if item in docs
+        and bundle.content_hashes[item] is not None
+        and docs[item] is not None
+        and docs[item] != bundle.content_hashes[item]
+    ]
+    if missing or changed:
+        raise ItemMismatchError(_mismatch_message(bundle, docs, missing, changed))
+    unchecked = tuple(
+        item
+        for item in bundle.item_ids
+        if bundle.content_hashes[item] is None or docs[item] is None
+    )
+    if unchecked:
+        warnings.warn(
+            f"bundle {bundle.name!r}: {len(unchecked)} of {bundle.budget} items have no content "
+            f"hash, their text was not verified (e.g. {list(unchecked[:3])})",
+            UserWarning,
+            stacklevel=2,
+        )
+    return unchecked
+
+
+def _mismatch_message(
+    bundle: Bundle, docs: Mapping[ItemId, str | None], missing: list[ItemId], changed: list[ItemId]
+) -> str:
+    parts = [f"bundle {bundle.name!r} does not match the documents of this run"]
+    if missing:
+        parts.append(f"{len(missing)} subset items are missing: {_names(missing)}")
+    if changed:
+        shown = ", ".join(
+            f"{item!r} (bundle {bundle.content_hashes[item]}, run {docs[item]})"
+            for item in changed[:10]
+        )
+        more = f", ... ({len(changed)} in all)" if len(changed) > 10 else ""
+        parts.append(f"{len(changed)} items changed content (hash differs): {shown}{more}")
+    return "; ".join(parts)
+
+
+def _names(items: list[ItemId], limit: int = 20) -> str:
+    shown = ", ".join(repr(i) for i in items[:limit])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > limit else "")

@@ -1,0 +1,1 @@
+"""The ``microbench`` command line; nothing in the library imports this package."""

@@ -1,0 +1,232 @@
+"""Publishing bundles: dry runs offline, and the real upload path against a fake Hub.
+
+The fake ``HfApi`` copies uploads into a local "remote" folder and the fake
+``snapshot_download`` serves them back, so ``publish_bundle`` -> ``load_bundle("hf://...")``
+runs the same code users run online, without a network.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from lmeval_microbench.bundle import (
+    BUNDLE_FILE,
+    ITEMS_FILE,
+    Bundle,
+    load_bundle,
+    load_items,
+    save_bundle,
+)
+from lmeval_microbench.errors import BundleError, InputError
+from lmeval_microbench.publish import CARD_FILE, CARD_TAGS, PublishPlan, publish_bundle
+
+huggingface_hub = pytest.importorskip("huggingface_hub")
+
+from test_bundle import (  # noqa: E402  (fixtures shared with the bundle tests)
+    bundle,
+    irt,
+    items_frame,
+    make_bundle,
+    saved,
+    source,
+    subset,
+)
+
+__all__ = ["bundle", "irt", "items_frame", "saved", "source", "subset"]  # fixtures, used by name
+
+
+class FakeHub:
+    """A local stand-in for the Hub: records API calls, stores uploads per repo and branch."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.real: dict[str, Any] = {}
+
+    def folder(self, repo_id: str, revision: str | None) -> Path:
+        return self.root / repo_id / (revision or "main")
+
+    def api_class(self) -> type:
+        hub = self
+
+        class FakeHfApi:
+            def __init__(self, token: str | None = None, **kwargs: Any) -> None:
+                hub.calls.append(("__init__", (), {"token": token, **kwargs}))
+
+            def create_repo(self, repo_id: str, **kwargs: Any) -> str:
+                hub.calls.append(("create_repo", (repo_id,), kwargs))
+                hub.folder(repo_id, None).mkdir(parents=True, exist_ok=True)
+                return f"https://huggingface.co/datasets/{repo_id}"
+
+            def create_branch(self, repo_id: str, **kwargs: Any) -> None:
+                hub.calls.append(("create_branch", (repo_id,), kwargs))
+                hub.folder(repo_id, kwargs["branch"]).mkdir(parents=True, exist_ok=True)
+
+            def upload_folder(self, **kwargs: Any) -> str:
+                hub.calls.append(("upload_folder", (), kwargs))
+                target = hub.folder(kwargs["repo_id"], kwargs.get("revision"))
+                assert target.is_dir(), "upload to a repo or branch that was never created"
+                shutil.copytree(kwargs["folder_path"], target, dirs_exist_ok=True)
+                return f"https://huggingface.co/datasets/{kwargs['repo_id']}/commit/0"
+
+        return FakeHfApi
+
+    def snapshot_download(
+        self,
+        repo_id: str,
+        *,
+        repo_type: str | None = None,
+        revision: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        self.calls.append(
+            ("snapshot_download", (repo_id,), {"repo_type": repo_type, "revision": revision})
+        )
+        folder = self.folder(repo_id, revision)
+        if repo_type != "dataset" or not (folder / BUNDLE_FILE).exists():
+            raise FileNotFoundError(f"{repo_id}@{revision}: not on the fake hub")
+        return str(folder)
+
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.calls]
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
+    fake = FakeHub(tmp_path / "remote")
+    fake.real = {
+        "HfApi": huggingface_hub.HfApi,
+        "snapshot_download": huggingface_hub.snapshot_download,
+    }
+    monkeypatch.setattr(huggingface_hub, "HfApi", fake.api_class())
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
+    return fake
+
+
+def _front_matter(card: str) -> dict[str, Any]:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+# ---------------------------------------------------------------------------- dry run
+def test_dry_run_lists_files_and_card_without_network(
+    saved: Path, bundle: Bundle, hub: FakeHub
+) -> None:
+    (saved / "notes.txt").write_text("local scratch, not part of the bundle")
+    before = sorted(p.name for p in saved.iterdir())
+    plan = publish_bundle(saved, "me/bench-8", dry_run=True)
+    assert isinstance(plan, PublishPlan)
+    assert plan.files == (BUNDLE_FILE, ITEMS_FILE, CARD_FILE)
+    assert plan.url == "https://huggingface.co/datasets/me/bench-8"
+    assert hub.calls == []  # not even HfApi() was created
+    assert sorted(p.name for p in saved.iterdir()) == before  # the card is not written locally
+    meta = _front_matter(plan.card)
+    assert meta["license"] == "other"
+    assert meta["tags"] == list(CARD_TAGS)
+    assert meta["pretty_name"] == bundle.name
+    assert meta["configs"][0]["data_files"][0]["path"] == ITEMS_FILE
+
+
+def test_card_describes_the_subset_and_its_use(saved: Path, bundle: Bundle) -> None:
+    card = publish_bundle(saved, "me/bench-8", dry_run=True).card
+    assert f"**{bundle.benchmark}**: {bundle.budget} items" in card
+    assert f"`{bundle.method}`" in card and "acc_norm" in card
+    assert "| mae | 0.0123 |" in card and "| coverage.90 | 0.91 |" in card
+    assert 'load_bundle("hf://me/bench-8")' in card
+    assert "lm_eval " in card and "hf://me/bench-8" in card
+    assert "allenai/ai2_arc" in card and "ARC-Challenge" in card
+
+
+def test_card_uses_the_bundle_licence_and_says_when_reliability_is_unknown(
+    tmp_path: Path, source, subset, irt
+) -> None:
+    licensed = make_bundle(source, subset, irt, license="cc-by-nc-sa-4.0", reliability={})
+    folder = save_bundle(licensed, tmp_path / "licensed")
+    card = publish_bundle(folder, "me/licensed", dry_run=True).card
+    assert _front_matter(card)["license"] == "cc-by-nc-sa-4.0"
+    assert "configs" not in _front_matter(card)  # no items.parquet to show
+    assert "No reliability measurement is stored" in card
+
+
+def test_invalid_bundle_is_refused_before_any_upload(saved: Path, hub: FakeHub) -> None:
+    path = saved / BUNDLE_FILE
+    path.write_text(path.read_text().replace('"acc_norm"', '"acc"'))
+    with pytest.raises(BundleError, match="checksum mismatch"):
+        publish_bundle(saved, "me/bench-8")
+    assert hub.calls == []
+
+
+@pytest.mark.parametrize("repo_id", ["no-owner", "a/b/c", "me/", "me/../x", "me/has space"])
+def test_bad_repo_id(saved: Path, repo_id: str) -> None:
+    with pytest.raises(InputError, match="expected 'owner/name'"):
+        publish_bundle(saved, repo_id, dry_run=True)
+
+
+# ---------------------------------------------------------------------------- upload path
+def test_publish_then_load_from_hub_round_trips(
+    saved: Path, bundle: Bundle, items_frame: pd.DataFrame, hub: FakeHub
+) -> None:
+    (saved / "notes.txt").write_text("scratch")
+    url = publish_bundle(saved, "me/bench-8", token="hf_secret", private=True)
+    assert url == "https://huggingface.co/datasets/me/bench-8"
+    assert hub.names() == ["__init__", "create_repo", "upload_folder"]
+    _, _, init = hub.calls[0]
+    _, _, create = hub.calls[1]
+    _, _, upload = hub.calls[2]
+    assert init["token"] == "hf_secret"
+    assert create == {"repo_type": "dataset", "exist_ok": True, "private": True}
+    assert upload["repo_type"] == "dataset" and bundle.name in upload["commit_message"]
+    remote = hub.folder("me/bench-8", None)
+    assert sorted(p.name for p in remote.iterdir()) == sorted([BUNDLE_FILE, ITEMS_FILE, CARD_FILE])
+    assert load_bundle("hf://me/bench-8") == bundle
+    frame = load_items("hf://me/bench-8")
+    assert list(frame.index) == list(bundle.item_ids)
+    assert set(frame["question"]) == set(items_frame["question"])
+    assert hub.calls[-1][2] == {"repo_type": "dataset", "revision": None}
+
+
+def test_publish_to_a_branch(saved: Path, bundle: Bundle, hub: FakeHub) -> None:
+    url = publish_bundle(saved, "me/bench-8", revision="v1", commit_message="first cut")
+    assert url == "https://huggingface.co/datasets/me/bench-8/tree/v1"
+    assert hub.names() == ["__init__", "create_repo", "create_branch", "upload_folder"]
+    assert hub.calls[2][2] == {"branch": "v1", "repo_type": "dataset", "exist_ok": True}
+    assert hub.calls[3][2]["revision"] == "v1" and hub.calls[3][2]["commit_message"] == "first cut"
+    assert load_bundle("hf://me/bench-8@v1") == bundle
+    with pytest.raises(BundleError, match="hf://me/bench-8: cannot download"):
+        load_bundle("hf://me/bench-8")  # nothing was pushed to main
+
+
+def test_tampering_on_the_hub_is_caught_when_loading(saved: Path, hub: FakeHub) -> None:
+    publish_bundle(saved, "me/bench-8")
+    remote = hub.folder("me/bench-8", None) / BUNDLE_FILE
+    document = json.loads(remote.read_text())
+    document["default_estimator"] = "weighted"
+    remote.write_text(json.dumps(document))
+    with pytest.raises(BundleError, match="checksum mismatch"):
+        load_bundle("hf://me/bench-8")
+
+
+def test_the_fake_is_called_like_the_real_hfapi(saved: Path, hub: FakeHub) -> None:
+    """Every call publish makes binds to the real huggingface_hub signatures."""
+    publish_bundle(saved, "me/bench-8", revision="dev")
+    load_bundle("hf://me/bench-8@dev")
+    assert hub.names() == [
+        "__init__",
+        "create_repo",
+        "create_branch",
+        "upload_folder",
+        "snapshot_download",
+    ]
+    for name, args, kwargs in hub.calls:
+        if name == "snapshot_download":
+            inspect.signature(hub.real["snapshot_download"]).bind(*args, **kwargs)
+        else:
+            inspect.signature(getattr(hub.real["HfApi"], name)).bind(None, *args, **kwargs)
