@@ -19,7 +19,9 @@ CONSTANT_ITEM_LOGIT = 6.0
 """Intercept given to items every source model scored alike (P = 0.998 or 0.002)."""
 
 
-def fit_source_irt(source: ResponseMatrix, *, model: str = "2pl", seed: int | None = 0) -> ItemParams:
+def fit_source_irt(
+    source: ResponseMatrix, *, model: str = "2pl", seed: int | None = 0
+) -> ItemParams:
     """IRT parameters for every source item, constant items included.
 
     Items every source model got right (or wrong) carry no information and cannot be fitted;
@@ -33,7 +35,9 @@ def fit_source_irt(source: ResponseMatrix, *, model: str = "2pl", seed: int | No
     level = np.nanmean(source.select_items(constant).values, axis=0)
     n_const = len(constant)
     a = np.vstack([fitted.a, np.zeros((n_const, fitted.n_dims))])
-    d = np.concatenate([fitted.d, np.where(level >= 0.5, CONSTANT_ITEM_LOGIT, -CONSTANT_ITEM_LOGIT)])
+    d = np.concatenate(
+        [fitted.d, np.where(level >= 0.5, CONSTANT_ITEM_LOGIT, -CONSTANT_ITEM_LOGIT)]
+    )
     g = np.concatenate([fitted.g, np.zeros(n_const)])
     u = np.concatenate([fitted.u, np.ones(n_const)])
     params = ItemParams(fitted.item_ids + tuple(constant), a, d, g, u, fitted.model)

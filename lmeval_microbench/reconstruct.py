@@ -8,8 +8,8 @@ import numpy as np
 
 from ._types import Estimate
 from .bundle import Bundle
-from .estimators import estimator_from_state
 from .errors import ItemMismatchError
+from .estimators import estimator_from_state
 from .estimators.base import ScoreEstimator
 from .responses import ResponseMatrix
 

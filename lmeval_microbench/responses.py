@@ -173,7 +173,9 @@ class ResponseMatrix:
             raise InputError(f"{self.source}: models with no observed item: {_preview(empty_rows)}")
         empty_cols = [self.item_ids[k] for k in np.flatnonzero(~observed.any(axis=0))]
         if empty_cols:
-            raise InputError(f"{self.source}: items no model was evaluated on: {_preview(empty_cols)}")
+            raise InputError(
+                f"{self.source}: items no model was evaluated on: {_preview(empty_cols)}"
+            )
         if not allow_constant:
             constant = self.constant_items()
             if constant:
@@ -207,7 +209,9 @@ class ResponseMatrix:
         return ~np.isnan(self.values)
 
     def __repr__(self) -> str:
-        return f"ResponseMatrix({self.n_models} models x {self.n_items} items, source={self.source!r})"
+        return (
+            f"ResponseMatrix({self.n_models} models x {self.n_items} items, source={self.source!r})"
+        )
 
     def item_positions(self, item_ids: Iterable[ItemId]) -> np.ndarray:
         """Column positions of ``item_ids``; :class:`ItemMismatchError` names unknown ids."""
@@ -246,7 +250,9 @@ class ResponseMatrix:
         items = infer_item_metadata(item_ids)
         present = [item_ids[k] for k in known]
         items.loc[present] = self.items.loc[present, list(ITEM_FIELDS)].to_numpy()
-        return ResponseMatrix(values, self.model_ids, item_ids, items=items, models=self.models, source=self.source)
+        return ResponseMatrix(
+            values, self.model_ids, item_ids, items=items, models=self.models, source=self.source
+        )
 
     def drop_items(self, item_ids: Iterable[ItemId]) -> ResponseMatrix:
         drop = set(item_ids)
@@ -277,7 +283,9 @@ class ResponseMatrix:
 
     def strata(self) -> np.ndarray:
         """Stratum of each item (benchmark where no stratum is known), as an object array."""
-        stratum = self.items["stratum"].where(self.items["stratum"].notna(), self.items["benchmark"])
+        stratum = self.items["stratum"].where(
+            self.items["stratum"].notna(), self.items["benchmark"]
+        )
         return stratum.to_numpy(dtype=object)
 
     def fingerprint(self) -> str:
@@ -295,12 +303,16 @@ class ResponseMatrix:
         frames = [m.to_frame() for m in matrices]
         dup_items = _duplicates([i for m in matrices for i in m.item_ids])
         if dup_items:
-            raise InputError(f"concat_items: items appear in several matrices: {_preview(dup_items)}")
+            raise InputError(
+                f"concat_items: items appear in several matrices: {_preview(dup_items)}"
+            )
         joined = pd.concat(frames, axis=1, join="outer", sort=False)
         items = pd.concat([m.items for m in matrices])
         models = pd.concat([m.models for m in matrices])
         models = models[~models.index.duplicated(keep="first")]
-        return cls.from_frame(joined, items=items, models=models, source="+".join(m.source for m in matrices))
+        return cls.from_frame(
+            joined, items=items, models=models, source="+".join(m.source for m in matrices)
+        )
 
     # ------------------------------------------------------------------ conversion and I/O
     def to_frame(self) -> pd.DataFrame:
@@ -322,8 +334,17 @@ class ResponseMatrix:
             values = frame.to_numpy(dtype=np.float64, na_value=np.nan)
         except (TypeError, ValueError) as exc:
             bad_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
-            raise InputError(f"{source}: non-numeric scores in columns {_preview(bad_cols)}") from exc
-        return cls(values, list(frame.index), list(frame.columns), items=items, models=models, source=source)
+            raise InputError(
+                f"{source}: non-numeric scores in columns {_preview(bad_cols)}"
+            ) from exc
+        return cls(
+            values,
+            list(frame.index),
+            list(frame.columns),
+            items=items,
+            models=models,
+            source=source,
+        )
 
     def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write a wide parquet (index ``model``) with item/model metadata in the file schema."""
@@ -359,7 +380,9 @@ class ResponseMatrix:
         if raw_meta is not None:
             meta = json.loads(raw_meta)
             if meta.get("format_version") != _FORMAT_VERSION:
-                raise InputError(f"{path}: unknown matrix format version {meta.get('format_version')!r}")
+                raise InputError(
+                    f"{path}: unknown matrix format version {meta.get('format_version')!r}"
+                )
             items = pd.DataFrame(meta["items"]).set_index("item_id")
             models = pd.DataFrame(meta["models"]).set_index("model") if meta["models"] else None
         return cls.from_frame(frame, items=items, models=models, source=str(path))

@@ -50,11 +50,15 @@ def read_scores(
         scores = scores / 100.0
     out_of_range = scores[(scores < 0) | (scores > 1)]
     if not out_of_range.empty:
-        raise InputError(f"{path}: {column!r} outside the score range for {out_of_range.index[:5].tolist()}")
+        raise InputError(
+            f"{path}: {column!r} outside the score range for {out_of_range.index[:5].tolist()}"
+        )
     return scores
 
 
-def align_target(matrix: ResponseMatrix, scores: pd.Series | None) -> tuple[ResponseMatrix, np.ndarray]:
+def align_target(
+    matrix: ResponseMatrix, scores: pd.Series | None
+) -> tuple[ResponseMatrix, np.ndarray]:
     """Keep the models that have a true score; without scores the row mean is the truth.
 
     Models of the matrix that have no score are dropped with a warning that counts them.
@@ -67,7 +71,8 @@ def align_target(matrix: ResponseMatrix, scores: pd.Series | None) -> tuple[Resp
     dropped = matrix.n_models - len(known)
     if dropped:
         warnings.warn(
-            f"{matrix.source}: {dropped} of {matrix.n_models} models have no true score and are left out",
+            f"{matrix.source}: {dropped} of {matrix.n_models} models have no true score "
+            "and are left out",
             stacklevel=2,
         )
     matrix = matrix.select_models(known)

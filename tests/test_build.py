@@ -37,8 +37,15 @@ def test_build_then_estimate_recovers_row_means(matrix, tmp_path):
     heldout = matrix.select_models(matrix.model_ids[300:])
     source, target = align_target(source, None)
     bundle = build_bundle(
-        source, target, name="toy", benchmark="toy", method="anchor_points", budget=20, seed=0,
-        estimators=["mean", "anchor", "calibrated"], default_estimator="calibrated",
+        source,
+        target,
+        name="toy",
+        benchmark="toy",
+        method="anchor_points",
+        budget=20,
+        seed=0,
+        estimators=["mean", "anchor", "calibrated"],
+        default_estimator="calibrated",
     )
     folder = save_bundle(bundle, tmp_path / "toy")
     loaded = load_bundle(folder)
@@ -55,8 +62,16 @@ def test_build_then_estimate_recovers_row_means(matrix, tmp_path):
 
 def test_estimate_joins_by_item_id(matrix):
     source, target = align_target(matrix.select_models(matrix.model_ids[:300]), None)
-    bundle = build_bundle(source, target, name="t", benchmark="t", method="random", budget=15,
-                          estimators=["anchor"], default_estimator="anchor")
+    bundle = build_bundle(
+        source,
+        target,
+        name="t",
+        benchmark="t",
+        method="random",
+        budget=15,
+        estimators=["anchor"],
+        default_estimator="anchor",
+    )
     heldout = matrix.select_models(matrix.model_ids[300:])
     shuffled = heldout.select_items(list(reversed(heldout.item_ids)))
     a = estimate_models(bundle, heldout)
@@ -66,13 +81,23 @@ def test_estimate_joins_by_item_id(matrix):
 
 def test_estimate_names_missing_items_and_wrong_benchmark(matrix):
     source, target = align_target(matrix.select_models(matrix.model_ids[:300]), None)
-    bundle = build_bundle(source, target, name="t", benchmark="t", method="random", budget=10,
-                          estimators=["anchor", "pirt"], default_estimator="anchor")
+    bundle = build_bundle(
+        source,
+        target,
+        name="t",
+        benchmark="t",
+        method="random",
+        budget=10,
+        estimators=["anchor", "pirt"],
+        default_estimator="anchor",
+    )
     heldout = matrix.select_models(matrix.model_ids[300:])
     dropped = bundle.subset.item_ids[0]
     with pytest.raises(ItemMismatchError, match=dropped):
         estimate_models(bundle, heldout.drop_items([dropped]))
-    partial = estimate_models(bundle, heldout.drop_items([dropped]), estimator="pirt", allow_missing=True)
+    partial = estimate_models(
+        bundle, heldout.drop_items([dropped]), estimator="pirt", allow_missing=True
+    )
     assert all(r["items_scored"] == 9 for r in partial)
     other = ResponseMatrix(np.ones((2, 2)), ["a", "b"], ["x.1", "x.2"])
     with pytest.raises(ItemMismatchError, match="wrong benchmark"):
@@ -82,8 +107,16 @@ def test_estimate_names_missing_items_and_wrong_benchmark(matrix):
 def test_default_estimator_must_be_fitted(matrix):
     source, target = align_target(matrix, None)
     with pytest.raises(InputError, match="default estimator"):
-        build_bundle(source, target, name="t", benchmark="t", method="random", budget=5,
-                     estimators=["mean"], default_estimator="calibrated")
+        build_bundle(
+            source,
+            target,
+            name="t",
+            benchmark="t",
+            method="random",
+            budget=5,
+            estimators=["mean"],
+            default_estimator="calibrated",
+        )
 
 
 def test_read_scores_percent_and_errors(tmp_path):

@@ -38,10 +38,22 @@ def test_fit_writes_params(matrix_file, tmp_path, capsys):
 
 def test_build_estimate_publish_dry_run(matrix_file, tmp_path, capsys):
     folder = tmp_path / "bundle"
-    code = main([
-        "build", str(matrix_file), "--method", "stratified", "--budget", "12", "--benchmark", "toy",
-        "--estimators", "anchor,calibrated", "--out", str(folder),
-    ])
+    code = main(
+        [
+            "build",
+            str(matrix_file),
+            "--method",
+            "stratified",
+            "--budget",
+            "12",
+            "--benchmark",
+            "toy",
+            "--estimators",
+            "anchor,calibrated",
+            "--out",
+            str(folder),
+        ]
+    )
     assert code == 0
     bundle = load_bundle(folder)
     assert bundle.budget == 12 and bundle.default_estimator == "calibrated"
@@ -57,8 +69,20 @@ def test_build_estimate_publish_dry_run(matrix_file, tmp_path, capsys):
 
 def test_errors_are_one_line_and_write_nothing(matrix_file, tmp_path, capsys):
     folder = tmp_path / "never"
-    code = main(["build", str(matrix_file), "--method", "nope", "--budget", "5", "--benchmark", "t",
-                 "--out", str(folder)])
+    code = main(
+        [
+            "build",
+            str(matrix_file),
+            "--method",
+            "nope",
+            "--budget",
+            "5",
+            "--benchmark",
+            "t",
+            "--out",
+            str(folder),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "unknown selection method 'nope'" in err
@@ -78,6 +102,25 @@ def test_build_uses_scores_file(matrix_file, tmp_path):
     truth = np.clip(matrix.mean_scores() * 100 + 5, 0, 100)
     pd.DataFrame({"model": matrix.model_ids, "full": truth}).to_csv(scores, index=False)
     folder = tmp_path / "b"
-    assert main(["build", str(matrix_file), "--budget", "10", "--benchmark", "toy", "--scores", str(scores),
-                 "--score-column", "full", "--estimators", "calibrated", "--out", str(folder)]) == 0
+    assert (
+        main(
+            [
+                "build",
+                str(matrix_file),
+                "--budget",
+                "10",
+                "--benchmark",
+                "toy",
+                "--scores",
+                str(scores),
+                "--score-column",
+                "full",
+                "--estimators",
+                "calibrated",
+                "--out",
+                str(folder),
+            ]
+        )
+        == 0
+    )
     assert load_bundle(folder).provenance.n_source_models == 250

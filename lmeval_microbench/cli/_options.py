@@ -26,7 +26,10 @@ def add_seed(parser: argparse.ArgumentParser) -> None:
 
 def add_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="output format (default: table)"
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="output format (default: table)",
     )
 
 

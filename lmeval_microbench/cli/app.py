@@ -9,15 +9,17 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import MicrobenchError
-from . import build, estimate, fit, publish
+from . import build, collect, demo, estimate, fit, publish
 
-SUBCOMMANDS = (fit, build, estimate, publish)
+SUBCOMMANDS = (collect, fit, build, estimate, publish, demo)
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="microbench",
-        description="Build small item subsets of lm-eval benchmarks and estimate full scores from them.",
+        description=(
+            "Build small item subsets of lm-eval benchmarks and estimate full scores from them."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -22,25 +22,41 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("matrix", help="response matrix of the source models (.parquet or .csv)")
-    parser.add_argument("--method", default="anchor_points", help="selection method (default: anchor_points)")
-    parser.add_argument("--budget", type=positive_int, required=True, help="number of items to keep")
-    parser.add_argument("--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)")
-    parser.add_argument("--score-column", default="score", help="column of --scores holding the score")
+    parser.add_argument(
+        "--method", default="anchor_points", help="selection method (default: anchor_points)"
+    )
+    parser.add_argument(
+        "--budget", type=positive_int, required=True, help="number of items to keep"
+    )
+    parser.add_argument(
+        "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
+    )
+    parser.add_argument(
+        "--score-column", default="score", help="column of --scores holding the score"
+    )
     parser.add_argument("--score-scale", choices=("auto", "fraction", "percent"), default="auto")
     parser.add_argument("--estimators", help="comma-separated estimators to fit (default: all)")
     parser.add_argument("--default-estimator", default=None, help="estimator used by default")
     parser.add_argument("--irt-model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
     parser.add_argument("--benchmark", required=True, help="benchmark name, e.g. mmlu")
     parser.add_argument("--name", help="bundle name (default: BENCHMARK-BUDGET-METHOD)")
-    parser.add_argument("--metric", default="acc", help="lm-eval metric the scores are (default: acc)")
-    parser.add_argument("--filter", default="none", help="lm-eval filter of the metric (default: none)")
-    parser.add_argument("--dataset-path", help="Hugging Face dataset path of the benchmark documents")
+    parser.add_argument(
+        "--metric", default="acc", help="lm-eval metric the scores are (default: acc)"
+    )
+    parser.add_argument(
+        "--filter", default="none", help="lm-eval filter of the metric (default: none)"
+    )
+    parser.add_argument(
+        "--dataset-path", help="Hugging Face dataset path of the benchmark documents"
+    )
     parser.add_argument("--dataset-name", help="dataset config name")
     parser.add_argument("--dataset-split", help="dataset split")
     parser.add_argument("--dataset-revision", help="dataset revision (commit sha)")
     parser.add_argument("--license", help="licence of the bundle content (for the Hub card)")
     parser.add_argument("--out", required=True, help="bundle folder to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing bundle folder")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing bundle folder"
+    )
     add_seed(parser)
     parser.set_defaults(run=run)
 
@@ -53,14 +69,18 @@ def run(args: argparse.Namespace) -> int:
     from ..truth import align_target, read_scores
 
     matrix = ResponseMatrix.read(args.matrix)
-    scores = read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
+    scores = (
+        read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
+    )
     source, target = align_target(matrix, scores)
     estimators = split_list(args.estimators)
     default = args.default_estimator or (
         DEFAULT_ESTIMATOR if not estimators or DEFAULT_ESTIMATOR in estimators else estimators[0]
     )
     dataset = (
-        DatasetCoordinates(args.dataset_path, args.dataset_name, args.dataset_split, args.dataset_revision)
+        DatasetCoordinates(
+            args.dataset_path, args.dataset_name, args.dataset_split, args.dataset_revision
+        )
         if args.dataset_path
         else None
     )

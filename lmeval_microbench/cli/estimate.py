@@ -24,15 +24,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "Estimate the full-benchmark score (with an interval) of every model in RESPONSES, "
             "a response matrix that holds the bundle's items (more items are ignored)."
         ),
-        epilog="example: microbench estimate bundles/mmlu-50 --responses new_models.parquet --model my/model",
+        epilog=(
+            "example: microbench estimate bundles/mmlu-50 --responses new.parquet --model my/model"
+        ),
     )
     parser.add_argument("bundle", help="bundle folder, bundle.json, or hf://owner/name[@revision]")
     parser.add_argument("--responses", required=True, help="response matrix (.parquet or .csv)")
     parser.add_argument("--model", action="append", help="only this model (repeatable)")
-    parser.add_argument("--estimator", help="estimator stored in the bundle (default: the bundle's default)")
+    parser.add_argument(
+        "--estimator", help="estimator stored in the bundle (default: the bundle's default)"
+    )
     parser.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     parser.add_argument(
-        "--allow-missing", action="store_true", help="IRT estimators: skip subset items a model lacks"
+        "--allow-missing",
+        action="store_true",
+        help="IRT estimators: skip subset items a model lacks",
     )
     add_format(parser)
     parser.set_defaults(run=run)
@@ -48,11 +54,18 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         responses = responses.select_models(args.model)
     records = estimate_models(
-        bundle, responses, estimator=args.estimator, level=args.level, allow_missing=args.allow_missing
+        bundle,
+        responses,
+        estimator=args.estimator,
+        level=args.level,
+        allow_missing=args.allow_missing,
     )
     if args.format == "json":
         print_json(records)
     else:
-        print(f"bundle {bundle.name} ({bundle.benchmark}, {bundle.budget} items), estimator {records[0]['estimator']}")
+        print(
+            f"bundle {bundle.name} ({bundle.benchmark}, {bundle.budget} items), "
+            f"estimator {records[0]['estimator']}"
+        )
         print_table(records, COLUMNS)
     return 0

@@ -20,7 +20,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
     parser.add_argument("--dims", type=int, default=1, help="ability dimensions (2PL only)")
     parser.add_argument("--max-iter", type=int, default=500)
-    parser.add_argument("--drop-constant", action="store_true", help="drop items every model scores alike")
+    parser.add_argument(
+        "--drop-constant", action="store_true", help="drop items every model scores alike"
+    )
     parser.add_argument("--out", required=True, help="output JSON file")
     add_seed(parser)
     parser.set_defaults(run=run)

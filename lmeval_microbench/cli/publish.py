@@ -11,7 +11,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "publish",
         help="upload a bundle folder to the Hugging Face Hub as a dataset repo",
-        description="Validate FOLDER, write a dataset card and upload it to REPO_ID (repo type: dataset).",
+        description=(
+            "Validate FOLDER, write a dataset card and upload it to REPO_ID (a dataset repo)."
+        ),
         epilog="example: microbench publish bundles/mmlu-50 my-org/microbench-mmlu --dry-run",
     )
     parser.add_argument("folder", help="bundle folder")
@@ -20,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--revision", help="branch to upload to (created if missing)")
     parser.add_argument("--token", help="Hub token (default: the logged-in one)")
     parser.add_argument("--message", help="commit message")
-    parser.add_argument("--dry-run", action="store_true", help="show files and card, upload nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show files and card, upload nothing"
+    )
     parser.set_defaults(run=run)
 
 

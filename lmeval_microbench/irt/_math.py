@@ -115,7 +115,8 @@ class ScoreArrays:
         values = np.asarray(values)
         missing = np.isnan(values)
         self.shape = values.shape
-        self.scores = np.where(missing, 0.0, values).astype(np.float32)
+        self.scores = values.astype(np.float32)
+        self.scores[missing] = 0.0
         n_missing = int(missing.sum())
         self.missing_sparse = None
         self.observed_dense = None
@@ -192,10 +193,18 @@ def grid_loglik(
 
 
 def posterior_weights(loglik: np.ndarray, log_prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior weights over nodes per row (N, Q) and each row's log marginal likelihood (N,)."""
+    """Posterior weights over nodes per row (N, Q) and each row's log marginal likelihood (N,).
+
+    Weights below 1e-30 are set to exactly 0: they change no sum, and as float32 subnormals
+    they would slow the matrix products of the M-step down tenfold.
+    """
     joint = loglik + log_prior
-    marginal = logsumexp(joint, axis=1)
-    return np.exp(joint - marginal[:, None]), marginal
+    peak = joint.max(axis=1, keepdims=True)
+    weights = np.exp(joint - peak)
+    total = weights.sum(axis=1, keepdims=True)
+    weights /= total
+    weights[weights < 1e-30] = 0.0
+    return weights, (np.log(total) + peak)[:, 0]
 
 
 # ------------------------------------------------------------------------------ item parameters
@@ -272,7 +281,12 @@ def item_loglik(
 ) -> np.ndarray:
     """Expected complete-data log-likelihood of each item, (J,): sum_q r log P + (n - r) log Q."""
     a, d, g, u = unpack(model, n_dims, eta)
-    log_p, log_q = log_response_probabilities(nodes @ a.T + d, g, u)
+    z = nodes @ a.T + d
+    if model in ("1pl", "2pl"):
+        # r log sigma(z) + (n - r) log sigma(-z) = r z - n softplus(z): one exp, one log1p
+        softplus = np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+        return np.sum(r * z - n * softplus, axis=0)
+    log_p, log_q = log_response_probabilities(z, g, u)
     return np.sum(r * log_p + (n - r) * log_q, axis=0)
 
 
@@ -285,6 +299,8 @@ def item_score_and_information(
     information = sum_q n / (P (1 - P)) J_q J_q^T (Fisher scoring: always positive
     semi-definite, equal to the Newton Hessian for the 1PL/2PL).
     """
+    if model in ("1pl", "2pl"):
+        return _logistic_score_and_information(n_dims, eta, nodes, r, n)
     a, d, g, u = unpack(model, n_dims, eta)
     z = nodes @ a.T + d
     sig, sig_c = expit(z), expit(-z)
@@ -302,6 +318,23 @@ def item_score_and_information(
     grad = np.einsum("qj,qjk->jk", (r - n * p) / pq, jac)
     weighted = jac * (n / pq)[:, :, None]
     info = np.einsum("qjk,qjl->jkl", weighted, jac)
+    return grad, info
+
+
+def _logistic_score_and_information(
+    n_dims: int, eta: np.ndarray, nodes: np.ndarray, r: np.ndarray, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The 1PL/2PL case of :func:`item_score_and_information` as two matrix products.
+
+    With x_q = (theta_q, 1): gradient = sum_q (r - n P) x_q, information =
+    sum_q n P (1 - P) x_q x_q^T; no (Q, J, K) intermediate is needed.
+    """
+    design = np.column_stack([nodes, np.ones(len(nodes))])
+    prob = expit(design @ eta.T)
+    grad = (r - n * prob).T @ design
+    n_par = design.shape[1]
+    outer = (design[:, :, None] * design[:, None, :]).reshape(len(nodes), n_par * n_par)
+    info = ((n * prob * (1.0 - prob)).T @ outer).reshape(len(eta), n_par, n_par)
     return grad, info
 
 

@@ -21,7 +21,9 @@ def make_selector(name: str, **options: Any) -> Selector:
     try:
         cls = SELECTORS[name]
     except KeyError:
-        raise InputError(f"unknown selection method {name!r}; choose from {sorted(SELECTORS)}") from None
+        raise InputError(
+            f"unknown selection method {name!r}; choose from {sorted(SELECTORS)}"
+        ) from None
     return cls(**options)
 
 

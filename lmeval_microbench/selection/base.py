@@ -37,7 +37,9 @@ class Subset:
         if len(set(ids)) != len(ids):
             raise InputError(f"{self.method}: subset has duplicate items")
         if weights.shape != (len(ids),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise InputError(f"{self.method}: weights must be {len(ids)} finite non-negative numbers")
+            raise InputError(
+                f"{self.method}: weights must be {len(ids)} finite non-negative numbers"
+            )
         total = weights.sum()
         if not np.isclose(total, 1.0, rtol=0, atol=1e-9):
             raise InputError(f"{self.method}: weights sum to {total}, not 1")
@@ -81,7 +83,8 @@ class Selector(ABC):
             raise InputError(f"{self.name}: budget must be a positive integer, got {budget!r}")
         if budget > source.n_items:
             raise InputError(
-                f"{self.name}: budget {budget} exceeds the {source.n_items} items of {source.source}"
+                f"{self.name}: budget {budget} exceeds the {source.n_items} items "
+                f"of {source.source}"
             )
         return self._select(source, int(budget), seed)
 

@@ -1,0 +1,43 @@
+"""Build a :class:`ResponseMatrix` from lm-eval ``--log_samples`` output and leaderboard details.
+
+Three sources feed the model x item matrix every fit and selection starts from:
+
+* folders of lm-eval ``--log_samples`` output (:func:`collect_samples`, module ``samples``);
+* Open LLM Leaderboard "details" datasets, v1 and v2, from the Hub or from local copies
+  (:func:`collect_leaderboard_details`, module ``details``);
+* existing wide matrices (``.parquet``/``.csv``), stacked by model with
+  :func:`combine_models` (module ``matrices``).
+
+Items are joined by id, never by line order: lm-eval reorders documents across ranks and
+versions, so a shuffled samples file gives the same matrix. Every error names the file, line
+(or row) and item at fault. Modules import one way: ``_records`` <- ``_scores`` <-
+``matrices`` <- ``samples``, ``details``.
+"""
+
+from ._records import content_hash, text_hash
+from ._scores import DEFAULT_ID_FIELDS, SampleScores
+from .details import (
+    DETAILS_TEXT_FIELDS,
+    collect_leaderboard_details,
+    details_repo_id,
+    prompt_id_map,
+)
+from .matrices import MATRIX_SUFFIXES, combine_models, write_matrix
+from .samples import collect_samples, find_samples_files, read_samples_file
+
+__all__ = [
+    "DEFAULT_ID_FIELDS",
+    "DETAILS_TEXT_FIELDS",
+    "MATRIX_SUFFIXES",
+    "SampleScores",
+    "collect_leaderboard_details",
+    "collect_samples",
+    "combine_models",
+    "content_hash",
+    "details_repo_id",
+    "find_samples_files",
+    "prompt_id_map",
+    "read_samples_file",
+    "text_hash",
+    "write_matrix",
+]

@@ -1,0 +1,362 @@
+"""Scores of one run from lm-eval-shaped records: filter, item id, metric, checks.
+
+Two lm-eval samples formats exist. lm-eval >= 0.4.3 writes ``filter`` and ``metrics`` keys
+on each line, one line per document and filter. Older versions write neither: a task with
+several filters (gsm8k: ``strict-match`` then ``flexible-extract``) lists every document once
+per filter, in the order of the task's ``filter_list``, so the k-th occurrence of a document
+belongs to filter k.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._types import ItemId
+from ..errors import InputError
+from ._records import (
+    Record,
+    apply_prefix,
+    as_score,
+    available_fields,
+    content_hash,
+    doc_of,
+    format_id,
+    lookup,
+    preview,
+    record_content_hash,
+)
+
+DEFAULT_ID_FIELDS: tuple[str, ...] = (
+    "item_id",
+    "mb_sub_idx",
+    "metabench_idx",
+    "orig_idx",
+    "question_id",
+    "id",
+    "idx",
+)
+"""Doc fields tried in order when no ``id_field`` is given; ``doc_hash`` comes after them.
+
+``mb_sub_idx`` (``"<subject>.<index>"``) precedes ``metabench_idx`` because metabench's MMLU
+index restarts in every subject.
+"""
+
+CONTENT_HASH_ID = "content_hash"
+"""``id_field`` value that makes the item id the :func:`content_hash` of the doc."""
+
+# Keys lm-eval writes on every sample line; any other key of an old-format line is a metric.
+_STRUCTURAL_KEYS = frozenset(
+    {
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "filter",
+        "metrics",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """The reading options every collector passes down unchanged (see ``read_samples_file``)."""
+
+    metric: str
+    filter: str | None = None
+    id_field: str | None = None
+    id_prefix: str = ""
+    benchmark: str | None = None
+    stratum_field: str | None = None
+
+
+@dataclass(frozen=True)
+class SampleScores:
+    """One run of one task: a score per item id, with item metadata.
+
+    ``items`` is indexed by item id with columns ``benchmark``, ``stratum`` and
+    ``content_hash`` (see :func:`content_hash`); ``where`` gives the file line (or row) of
+    each item, for error messages further down.
+    """
+
+    source: str
+    task: str
+    metric: str
+    filter: str
+    id_field: str
+    scores: dict[ItemId, float]
+    items: pd.DataFrame
+    where: dict[ItemId, str]
+
+
+# ---------------------------------------------------------------------------- checks
+def _check_unique(ids: Sequence[str], where: Sequence[str], source: str) -> None:
+    """One id per document: a clash names both places, since a wrong id_field is the usual cause."""
+    counts = Counter(ids)
+    dups = [i for i, n in counts.items() if n > 1]
+    if not dups:
+        return
+    places = defaultdict(list)
+    for item_id, place in zip(ids, where, strict=True):
+        if counts[item_id] > 1:
+            places[item_id].append(place)
+    raise InputError(
+        f"{source}: duplicate item ids in one run: "
+        + preview(f"{i!r} (at {' and '.join(places[i][:3])})" for i in dups)
+        + " (choose an id_field that is unique per document)"
+    )
+
+
+def _check_scores(
+    ids: Sequence[str], values: np.ndarray, where: Sequence[str], source: str, metric: str
+) -> None:
+    """Vectorised checks of one run: no missing value, everything in [0, 1]."""
+    missing = np.flatnonzero(np.isnan(values))
+    if missing.size:
+        raise InputError(
+            f"{source}: metric {metric!r} is None/NaN for {missing.size} items: "
+            + preview(f"{ids[k]!r} ({where[k]})" for k in missing)
+        )
+    outside = np.flatnonzero((values < 0) | (values > 1))
+    if outside.size:
+        raise InputError(
+            f"{source}: metric {metric!r} outside [0, 1] for {outside.size} items: "
+            + preview(f"{ids[k]!r} = {float(values[k])!r} ({where[k]})" for k in outside)
+            + " (per-item scores must be fractions; is this a per-item metric?)"
+        )
+
+
+def build_run(
+    records: Sequence[Record],
+    ids: Sequence[ItemId],
+    *,
+    value_of: Callable[[Record], Any],
+    source: str,
+    task: str,
+    metric: str,
+    filter: str,
+    id_field: str,
+    benchmark: str,
+    strata: Sequence[str | None],
+    hashes: Sequence[str | None],
+) -> SampleScores:
+    """Check ids and scores of one run's records and wrap them with their item metadata."""
+    where = [r.where for r in records]
+    _check_unique(ids, where, source)
+    values = np.array(
+        [as_score(value_of(r), metric=metric, where=r.where) for r in records], dtype=np.float64
+    )
+    _check_scores(ids, values, where, source, metric)
+    items = pd.DataFrame(
+        {
+            "benchmark": [benchmark] * len(ids),
+            "stratum": list(strata),
+            "content_hash": list(hashes),
+        },
+        index=pd.Index(list(ids), name="item_id"),
+    )
+    return SampleScores(
+        source=source,
+        task=task,
+        metric=metric,
+        filter=filter,
+        id_field=id_field,
+        scores=dict(zip(ids, values.tolist(), strict=True)),
+        items=items,
+        where=dict(zip(ids, where, strict=True)),
+    )
+
+
+# ---------------------------------------------------------------------------- filters
+def _occurrence_key(record: Record) -> Any:
+    for key in ("doc_id", "doc_hash"):
+        if key in record.data:
+            return record.data[key]
+    return content_hash(record.data.get("doc"))
+
+
+def _split_by_filter(
+    records: Sequence[Record], source: str, filter_names: Sequence[str] | None
+) -> tuple[dict[str, list[Record]], bool]:
+    """Group sample lines by filter; the flag says whether names are positions only.
+
+    New format: the ``filter`` key. Old format: the k-th occurrence of a document is filter
+    k, named by ``filter_names`` (the task's ``filter_list``) when given.
+    """
+    if any("filter" in r.data for r in records):
+        groups: dict[str, list[Record]] = defaultdict(list)
+        for record in records:
+            if "filter" not in record.data:
+                raise InputError(f"{record.where}: line has no 'filter' key while others have one")
+            groups[str(record.data["filter"])].append(record)
+        return dict(groups), False
+    seen: Counter[Any] = Counter()
+    positions: list[int] = []
+    for record in records:
+        key = _occurrence_key(record)
+        positions.append(seen[key])
+        seen[key] += 1
+    counts = Counter(seen.values())
+    if len(counts) > 1:
+        usual = counts.most_common(1)[0][0]
+        odd = [k for k, n in seen.items() if n != usual]
+        raise InputError(
+            f"{source}: documents appear a different number of times (most {usual} times, one "
+            f"per filter; doc {odd[0]!r} {seen[odd[0]]} times; {len(odd)} such docs): "
+            "the file looks truncated or concatenated from several runs"
+        )
+    n_filters = next(iter(counts)) if counts else 1
+    names = [str(k) for k in range(n_filters)]
+    positional = True
+    if filter_names is not None and len(filter_names) == n_filters:
+        names, positional = [str(n) for n in filter_names], False
+    elif filter_names is not None:
+        warnings.warn(
+            f"{source}: the task's filter_list names {len(filter_names)} filters "
+            f"({preview(filter_names)}) but documents appear {n_filters} times; "
+            "naming filters by position",
+            stacklevel=4,
+        )
+    if n_filters == 1 and positional:
+        names, positional = ["none"], False
+    groups = {name: [] for name in names}
+    for record, position in zip(records, positions, strict=True):
+        groups[names[position]].append(record)
+    return groups, positional and n_filters > 1
+
+
+def _pick_filter(
+    groups: dict[str, list[Record]], requested: str | None, source: str, positional: bool
+) -> str:
+    names = list(groups)
+    shown = ", ".join(f"{n!r} (position {k})" for k, n in enumerate(names))
+    if requested is None:
+        if len(names) == 1:
+            return names[0]
+        hint = (
+            " This file is in the old lm-eval format (no 'filter' key: each document appears "
+            "once per filter) and no results_*.json beside it names the filters, so pass the "
+            "filter by position: '0' for the first occurrence of each document, '1' for the "
+            "second, ..."
+            if positional
+            else ""
+        )
+        raise InputError(f"{source}: several filters; choose one with filter=: {shown}.{hint}")
+    if requested in groups:
+        return requested
+    if requested.isdigit() and int(requested) < len(names):
+        return names[int(requested)]
+    hint = (
+        " No results_*.json beside the file names the filters of this old-format file: "
+        "pass the filter by position ('0', '1', ...)."
+        if positional
+        else ""
+    )
+    raise InputError(f"{source}: unknown filter {requested!r}; available filters: {shown}.{hint}")
+
+
+# ---------------------------------------------------------------------------- ids and metrics
+def _choose_id_field(record: Record, id_field: str | None) -> str:
+    """The user's field, else the first of :data:`DEFAULT_ID_FIELDS`, else ``doc_hash``."""
+    if id_field is not None:
+        return id_field
+    doc = doc_of(record)
+    for field in DEFAULT_ID_FIELDS:
+        if field in doc:
+            return field
+    return "doc_hash" if "doc_hash" in record.data else CONTENT_HASH_ID
+
+
+def _raw_item_id(record: Record, field: str) -> str:
+    found, value = lookup(record, field)
+    if field == CONTENT_HASH_ID and not found:
+        hashed = record_content_hash(record)
+        if hashed is None:
+            raise InputError(f"{record.where}: no doc to hash for the item id")
+        return hashed
+    if not found:
+        raise InputError(
+            f"{record.where}: id field {field!r} not found; available fields: "
+            f"{preview(available_fields(record), limit=30)}"
+        )
+    return format_id(value, field, record.where)
+
+
+def _available_metrics(records: Sequence[Record]) -> list[str]:
+    found: dict[str, None] = {}
+    for record in records:
+        listed = record.data.get("metrics")
+        if isinstance(listed, list):
+            found.update(dict.fromkeys(str(m) for m in listed))
+        else:
+            found.update(dict.fromkeys(k for k in record.data if k not in _STRUCTURAL_KEYS))
+    return list(found)
+
+
+def _stratum(record: Record, field: str | None) -> str | None:
+    if field is None:
+        return None
+    found, value = lookup(record, field)
+    return None if not found or value is None else str(value)
+
+
+def scores_from_records(
+    records: Sequence[Record],
+    options: ScoreOptions,
+    *,
+    source: str,
+    task: str,
+    filter_names: Sequence[str] | None,
+) -> SampleScores:
+    """The core of every lm-eval-shaped source (samples files, v2 details): filter, id, metric."""
+    if not records:
+        raise InputError(f"{source}: no sample records")
+    groups, positional = _split_by_filter(records, source, filter_names)
+    chosen = _pick_filter(groups, options.filter, source, positional)
+    selected = groups[chosen]
+    metric = options.metric
+    available = _available_metrics(selected)
+    if metric not in available:
+        raise InputError(
+            f"{source}: unknown metric {metric!r} for filter {chosen!r}; available metrics: "
+            f"{preview(available, limit=20)}"
+        )
+
+    def metric_value(record: Record) -> Any:
+        if metric not in record.data:
+            raise InputError(
+                f"{record.where}: metric {metric!r} missing on this line; "
+                f"available metrics: {preview(available, limit=20)}"
+            )
+        return record.data[metric]
+
+    field = _choose_id_field(selected[0], options.id_field)
+    bench = options.benchmark if options.benchmark is not None else task
+    ids = [
+        apply_prefix(options.id_prefix, _raw_item_id(r, field), task=task, benchmark=bench)
+        for r in selected
+    ]
+    return build_run(
+        selected,
+        ids,
+        value_of=metric_value,
+        source=source,
+        task=task,
+        metric=metric,
+        filter=chosen,
+        id_field=field,
+        benchmark=bench,
+        strata=[_stratum(r, options.stratum_field) for r in selected],
+        hashes=[record_content_hash(r) for r in selected],
+    )

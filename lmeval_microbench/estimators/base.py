@@ -1,0 +1,409 @@
+"""The estimator contract: a model's scores on subset items -> full-benchmark score + interval.
+
+Every estimator has two learned stages, both fitted on the source models only:
+
+1. a *feature map* (``_fit_features`` / ``_features``) that turns a model's subset scores into
+   one or more raw estimates of its score: the subset mean, the weighted anchor sum, an IRT
+   reconstruction;
+2. a *head* (``_fit_head`` / ``_predict_head``) that maps those raw estimates to the target,
+   the true full-benchmark score. The default head is a least-squares line
+   ``target ~ intercept + slope * raw``: the raw estimates live on the scale of the matrix
+   items, which are often a hand-picked part of the benchmark (the Open LLM Leaderboard
+   matrices keep 100-250 informative items of 1,000-14,000), so their mean is not the full
+   score; the line corrects the level and spread. ``calibration="none"`` skips it when the
+   target is the matrix mean itself.
+
+Intervals are cross-conformal (see ``_conformal``): the head is refitted ``n_folds`` times
+without one fold of source models, predicts that fold, and the scaled held-out residuals give
+the interval half-width. The feature map is not refitted per fold (for IRT estimators that
+would mean K extra IRT fits); with thousands of source models the optimism this leaves is
+small, and ``tools/eval_estimators.py`` measures coverage on models the fit never saw.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from .._rng import as_generator
+from .._types import Estimate, ItemId
+from ..errors import InputError, ItemMismatchError
+from ..irt.params import ItemParams
+from ..responses import ResponseMatrix
+from ..selection.base import Subset
+from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
+
+if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
+    from typing_extensions import Self
+
+STATE_VERSION = 1
+CALIBRATIONS = ("linear", "none")
+MIN_SOURCE_MODELS = 20
+"""Fewer source models than this cannot support both a head fit and conformal residuals."""
+
+
+def _preview(values: list[Any], limit: int = 5) -> str:
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+# ---------------------------------------------------------------------- linear head helpers
+def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares ``y ~ intercept + slope * x``; a constant ``x`` gives slope 0."""
+    x_mean, y_mean = float(x.mean()), float(y.mean())
+    spread = float(np.sum((x - x_mean) ** 2))
+    slope = float(np.sum((x - x_mean) * (y - y_mean)) / spread) if spread > 0 else 0.0
+    return y_mean - slope * x_mean, slope
+
+
+def fold_labels(n: int, n_folds: int, seed: Any) -> np.ndarray:
+    """Fold number of each of ``n`` rows: a seeded permutation cut into near-equal folds."""
+    labels = np.arange(n) % n_folds
+    return labels[as_generator(seed).permutation(n)]
+
+
+class ScoreEstimator(ABC):
+    """Estimate a model's full-benchmark score from its scores on a subset of items.
+
+    Parameters
+    ----------
+    calibration
+        ``"linear"`` (default): map the raw estimate to the target with a line fitted on the
+        source models; ``"none"``: the raw estimate is the prediction.
+    interval
+        Residual scale of the conformal interval: ``"binned"`` (default), ``"binomial"`` or
+        ``"constant"`` (see ``_conformal``).
+    n_folds
+        Folds of source models for the cross-fitted residuals.
+    random_state
+        Seed of the fold assignment (kept as given, used in :meth:`fit`).
+    """
+
+    name: ClassVar[str] = "base"
+    supports_missing: ClassVar[bool] = False
+    """Whether :meth:`estimate` accepts ``allow_missing=True`` (IRT-based estimators)."""
+
+    def __init__(
+        self,
+        *,
+        calibration: str = "linear",
+        interval: str = "binned",
+        n_folds: int = 5,
+        random_state: int | None = 0,
+    ) -> None:
+        self.calibration = calibration
+        self.interval = interval
+        self.n_folds = n_folds
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            init = klass.__dict__.get("__init__")
+            if init is None or klass is object:
+                continue
+            for param in inspect.signature(init).parameters.values():
+                if param.kind is param.KEYWORD_ONLY and param.name not in names:
+                    names.append(param.name)
+        return names
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments as given (lists for tuples, so the dict is JSON-ready)."""
+        return {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in ((n, getattr(self, n)) for n in self._param_names())
+        }
+
+    def _validate_params(self) -> None:
+        if self.calibration not in CALIBRATIONS:
+            raise InputError(
+                f"{self.name}: calibration must be one of {CALIBRATIONS}, got {self.calibration!r}"
+            )
+        if self.interval not in SCALE_MODES:
+            raise InputError(
+                f"{self.name}: interval must be one of {SCALE_MODES}, got {self.interval!r}"
+            )
+        if not isinstance(self.n_folds, (int, np.integer)) or self.n_folds < 2:
+            raise InputError(f"{self.name}: n_folds must be an integer >= 2, got {self.n_folds!r}")
+        if self.random_state is not None and not isinstance(self.random_state, (int, np.integer)):
+            raise InputError(
+                f"{self.name}: random_state must be an int or None (it is saved in the bundle), "
+                f"got {type(self.random_state).__name__}"
+            )
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ------------------------------------------------------------------ stages (subclasses)
+    @abstractmethod
+    def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
+        """Learn the feature map from the source models (may be a no-op)."""
+
+    @abstractmethod
+    def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Features ``(m, p)`` and their model-based standard errors ``(m, p)`` (NaN: none).
+
+        ``values`` has shape ``(m, k)``, columns in the order of ``self.item_ids_``; NaN
+        entries occur only for estimators with ``supports_missing``.
+        """
+
+    def _feature_state(self) -> dict[str, Any]:
+        """JSON-ready state of the feature map."""
+        return {}
+
+    def _load_feature_state(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Restore what :meth:`_feature_state` saved (nothing by default)."""
+
+    def _fit_head(self, features: np.ndarray, target: np.ndarray) -> dict[str, Any]:
+        """Fit the map from features to target; the default is a line on the first feature."""
+        if self.calibration == "none":
+            return {"intercept": 0.0, "slope": 1.0}
+        intercept, slope = fit_line(features[:, 0], target)
+        return {"intercept": intercept, "slope": slope}
+
+    def _predict_head(self, head: dict[str, Any], features: np.ndarray) -> np.ndarray:
+        return head["intercept"] + head["slope"] * features[:, 0]
+
+    def _head_se(
+        self, head: dict[str, Any], features: np.ndarray, feature_se: np.ndarray
+    ) -> np.ndarray:
+        """Model-based standard error of the prediction (delta method through the head)."""
+        return np.abs(head["slope"]) * feature_se[:, 0]
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        source: ResponseMatrix,
+        subset: Subset,
+        target: np.ndarray,
+        *,
+        irt: ItemParams | None = None,
+    ) -> Self:
+        """Learn everything from the source models only; returns ``self``.
+
+        Parameters
+        ----------
+        source
+            Responses of the source models; must contain every subset item.
+        subset
+            Items (and weights) the new models will be scored on.
+        target
+            True full-benchmark score of each source model, fractions in [0, 1], aligned with
+            ``source.model_ids``.
+        irt
+            Item parameters covering the source items (IRT estimators fit their own if None).
+        """
+        self._validate_params()
+        target = self._check_target(source, target)
+        positions = source.item_positions(subset.item_ids)
+        self.item_ids_: tuple[ItemId, ...] = tuple(subset.item_ids)
+        self.weights_: np.ndarray = np.asarray(subset.weights, dtype=np.float64)
+        values = source.values[:, positions]
+        # models lacking subset scores cannot be fitted on: IRT estimators need one, others all
+        gaps = np.isnan(values)
+        usable = ~(gaps.all(axis=1) if self.supports_missing else gaps.any(axis=1))
+        if usable.sum() < MIN_SOURCE_MODELS:
+            needed = "any" if self.supports_missing else "every"
+            raise InputError(
+                f"{self.name}: only {int(usable.sum())} source models of {source.source} have "
+                f"scores on {needed} subset item; at least {MIN_SOURCE_MODELS} are needed"
+            )
+        self._fit_features(source, subset, irt)
+        features, _ = self._features(values[usable])
+        y = target[usable]
+        cv_prediction = self._cross_fit(features, y)
+        self.head_: dict[str, Any] = self._fit_head(features, y)
+        self.band_: ConformalBand = fit_band(cv_prediction, y, self.interval)
+        self.n_source_: int = int(usable.sum())
+        self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y)))
+        return self
+
+    def _check_target(self, source: ResponseMatrix, target: np.ndarray) -> np.ndarray:
+        target = np.asarray(target, dtype=np.float64).reshape(-1)
+        if target.shape != (source.n_models,):
+            raise InputError(
+                f"{self.name}: target has {target.size} values, {source.source} has "
+                f"{source.n_models} models"
+            )
+        bad = np.flatnonzero(~np.isfinite(target) | (target < 0) | (target > 1))
+        if bad.size:
+            models = [source.model_ids[k] for k in bad]
+            raise InputError(
+                f"{self.name}: target must be finite fractions in [0, 1] (percent scores divided "
+                f"by 100); bad for models {_preview(models)}: {_preview(target[bad].tolist())}"
+            )
+        return target
+
+    def _cross_fit(self, features: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """Out-of-fold predictions of the head for every source model."""
+        folds = fold_labels(target.size, self.n_folds, self.random_state)
+        prediction = np.empty_like(target)
+        for fold in range(self.n_folds):
+            held = folds == fold
+            head = self._fit_head(features[~held], target[~held])
+            prediction[held] = np.clip(self._predict_head(head, features[held]), 0.0, 1.0)
+        return prediction
+
+    # ------------------------------------------------------------------ estimate
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "band_"):
+            raise InputError(
+                f"{self.name}: estimator is not fitted; call fit() or from_state() first"
+            )
+
+    def _predict(
+        self, values: np.ndarray, level: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        features, feature_se = self._features(values)
+        value = np.clip(self._predict_head(self.head_, features), 0.0, 1.0)
+        half = self.band_.half_width(value, level)
+        se = self._head_se(self.head_, features, feature_se)
+        return value, np.clip(value - half, 0.0, 1.0), np.clip(value + half, 0.0, 1.0), se
+
+    def _check_missing(self, allow_missing: bool) -> None:
+        if allow_missing and not self.supports_missing:
+            raise InputError(
+                f"{self.name}: allow_missing=True needs an IRT-based estimator; "
+                f"{self.name!r} needs a score on every subset item"
+            )
+
+    def estimate(
+        self, scores: Mapping[ItemId, float], *, level: float = 0.9, allow_missing: bool = False
+    ) -> Estimate:
+        """Estimate one model's full score from its scores keyed by item id.
+
+        Ids outside the subset are ignored. A missing subset item raises
+        :class:`ItemMismatchError` naming it (IRT-based estimators skip missing items with
+        ``allow_missing=True``); NaN or scores outside [0, 1] raise :class:`InputError`.
+        """
+        self._check_fitted()
+        self._check_missing(allow_missing)
+        level = check_level(level)
+        if not isinstance(scores, Mapping):
+            raise InputError(
+                f"{self.name}: scores must be a mapping item id -> score, "
+                f"got {type(scores).__name__}"
+            )
+        missing = [i for i in self.item_ids_ if i not in scores]
+        if missing and not allow_missing:
+            raise ItemMismatchError(f"{self.name}: no score for subset items {_preview(missing)}")
+        row = np.full((1, len(self.item_ids_)), np.nan)
+        for k, item in enumerate(self.item_ids_):
+            if item in scores:
+                row[0, k] = self._check_score(item, scores[item])
+        if np.isnan(row).all():
+            raise ItemMismatchError(
+                f"{self.name}: none of the {len(self.item_ids_)} subset items was scored"
+            )
+        value, lower, upper, se = self._predict(row, level)
+        return Estimate(float(value[0]), float(lower[0]), float(upper[0]), level, float(se[0]))
+
+    def _check_score(self, item: ItemId, score: Any) -> float:
+        try:
+            number = float(score)
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                f"{self.name}: score of item {item!r} is not a number: {score!r}"
+            ) from exc
+        if not np.isfinite(number) or not 0.0 <= number <= 1.0:
+            raise InputError(
+                f"{self.name}: score of item {item!r} must be finite and in [0, 1], got {score!r}"
+            )
+        return number
+
+    def estimate_matrix(
+        self,
+        matrix: ResponseMatrix,
+        *,
+        level: float = 0.9,
+        allow_missing: bool = False,
+        return_se: bool = False,
+    ) -> tuple[np.ndarray, ...]:
+        """Estimates for every model (row) of ``matrix``, joined by item id.
+
+        Returns ``(value, lower, upper)`` arrays aligned with ``matrix.model_ids``, plus the
+        model-based standard error when ``return_se`` (NaN where the method has none).
+        """
+        self._check_fitted()
+        self._check_missing(allow_missing)
+        level = check_level(level)
+        values = matrix.values[:, matrix.item_positions(self.item_ids_)]
+        gaps = np.isnan(values)
+        if not allow_missing and gaps.any():
+            rows, cols = np.nonzero(gaps)
+            raise InputError(
+                f"{self.name}: {matrix.source}: model {matrix.model_ids[rows[0]]!r} has no "
+                f"score for subset item {self.item_ids_[cols[0]]!r} ({gaps.sum()} such entries)"
+            )
+        empty = np.flatnonzero(gaps.all(axis=1))
+        if empty.size:
+            models = [matrix.model_ids[k] for k in empty]
+            raise ItemMismatchError(
+                f"{self.name}: models with no subset item scored: {_preview(models)}"
+            )
+        value, lower, upper, se = self._predict(values, level)
+        return (value, lower, upper, se) if return_se else (value, lower, upper)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable fitted state (bundles store this; no pickles)."""
+        self._check_fitted()
+        state = {
+            "estimator": self.name,
+            "state_version": STATE_VERSION,
+            "params": self.get_params(),
+            "item_ids": list(self.item_ids_),
+            "weights": self.weights_.tolist(),
+            "features": self._feature_state(),
+            "head": self.head_,
+            "band": self.band_.to_dict(),
+            "n_source": self.n_source_,
+            "cv_mae": self.cv_mae_,
+        }
+        json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> ScoreEstimator:
+        """Rebuild a fitted estimator; on the base class, dispatch on ``state["estimator"]``."""
+        try:
+            name = state["estimator"]
+            version = state["state_version"]
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"estimator state lacks field {exc}") from exc
+        if version != STATE_VERSION:
+            raise InputError(
+                f"estimator state version {version!r} is not supported (expected {STATE_VERSION})"
+            )
+        if cls is ScoreEstimator:
+            from . import ESTIMATORS
+
+            if name not in ESTIMATORS:
+                raise InputError(
+                    f"unknown estimator {name!r} in state; known: {sorted(ESTIMATORS)}"
+                )
+            return ESTIMATORS[name].from_state(state)
+        if name != cls.name:
+            raise InputError(f"state is for estimator {name!r}, not {cls.name!r}")
+        try:
+            estimator = cls(**state["params"])
+            estimator.item_ids_ = tuple(state["item_ids"])
+            estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+            estimator._load_feature_state(state["features"])
+            estimator.head_ = dict(state["head"])
+            estimator.band_ = ConformalBand.from_dict(state["band"])
+            estimator.n_source_ = int(state["n_source"])
+            estimator.cv_mae_ = float(state["cv_mae"])
+        except KeyError as exc:
+            raise InputError(f"{name}: estimator state lacks field {exc.args[0]!r}") from exc
+        except TypeError as exc:  # parameters of another version of the class
+            raise InputError(f"{name}: estimator state has unknown parameters ({exc})") from exc
+        return estimator

@@ -1,0 +1,7 @@
+"""Item response theory: item parameters, model fitting and ability estimation."""
+
+from .ability import estimate_abilities, estimate_ability
+from .fit import IRTModel
+from .params import MODEL_TYPES, ItemParams
+
+__all__ = ["MODEL_TYPES", "IRTModel", "ItemParams", "estimate_abilities", "estimate_ability"]

@@ -1,0 +1,719 @@
+"""collect: lm-eval samples, leaderboard details and matrix files -> ResponseMatrix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lmeval_microbench.collect import (
+    collect_leaderboard_details,
+    collect_samples,
+    combine_models,
+    content_hash,
+    details_repo_id,
+    find_samples_files,
+    prompt_id_map,
+    read_samples_file,
+    text_hash,
+    write_matrix,
+)
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.responses import ResponseMatrix
+
+TS = "2024-11-26T10-50-23.349203"
+GSM8K = f"samples_metabench_gsm8k_secondary_{TS}.jsonl"
+ARC = f"samples_metabench_arc_secondary_{TS}.jsonl"
+
+# (task, id field, matrix prefix, metric of the leaderboard matrix, matrix file)
+PYTHIA_TASKS = [
+    ("metabench_arc_secondary", "metabench_idx", "arc.", "acc_norm", "arc"),
+    ("metabench_hellaswag_secondary", "metabench_idx", "hellaswag.", "acc_norm", "hellaswag"),
+    ("metabench_mmlu_secondary", "mb_sub_idx", "mmlu.", "acc", "mmlu"),
+    ("metabench_truthfulqa_secondary", "metabench_idx", "truthfulqa.", "acc", "truthfulqa"),
+    ("metabench_winogrande_secondary", "metabench_idx", "winogrande.", "acc", "winogrande"),
+]
+
+
+# ---------------------------------------------------------------------------- helpers
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def write_lines(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def line(
+    doc_id: int, idx: Any, score: Any, *, metric: str = "acc", new: bool = True, **doc: Any
+) -> dict:
+    """A sample line in lm-eval's shape (new format unless ``new=False``)."""
+    body = {"question": f"question {idx}", "metabench_idx": idx, "subject": "algebra", **doc}
+    record: dict[str, Any] = {
+        "doc_id": doc_id,
+        "doc": body,
+        "target": "0",
+        "arguments": {"gen_args_0": {"arg_0": "prompt", "arg_1": " A"}},
+        "resps": [[["-1.0", "False"]]],
+        "filtered_resps": [["-1.0", "False"]],
+        "doc_hash": hashlib.sha256(json.dumps(body).encode()).hexdigest(),
+        "prompt_hash": "p",
+        "target_hash": "t",
+    }
+    if new:
+        record["filter"] = "none"
+        record["metrics"] = [metric]
+    record[metric] = score
+    return record
+
+
+def run_file(folder: Path, task: str = "toy", ts: str = TS) -> Path:
+    return folder / f"samples_{task}_{ts}.jsonl"
+
+
+@pytest.fixture
+def pythia(shared_data: Path) -> Path:
+    return shared_data / "lm_eval_samples" / "pythia-14m"
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    """A valid new-format run with 6 items (ids 10..15)."""
+    records = [line(k, 10 + k, float(k % 2)) for k in range(6)]
+    return write_lines(run_file(tmp_path / "run"), records)
+
+
+# ---------------------------------------------------------------------------- real lm-eval output
+@pytest.mark.parametrize(("task", "id_field", "prefix", "metric", "bm"), PYTHIA_TASKS)
+def test_pythia_matches_leaderboard_ids_and_jsonl_values(
+    pythia, shared_data, task, id_field, prefix, metric, bm
+):
+    matrix = collect_samples(
+        pythia, metric=metric, tasks=[task], id_field=id_field, id_prefix=prefix, progress=False
+    )
+    reference = ResponseMatrix.read(shared_data / "openllm_v1" / "responses" / f"{bm}_B.parquet")
+    assert matrix.model_ids == ("pythia-14m",)
+    assert set(matrix.item_ids) == set(reference.item_ids)
+    lines = read_lines(next(pythia.glob(f"samples_{task}_*.jsonl")))
+    expected = {f"{prefix}{rec['doc'][id_field]}": float(rec[metric]) for rec in lines}
+    assert matrix.row("pythia-14m") == expected
+    # the default id strategy finds the same field (mb_sub_idx before metabench_idx)
+    default = collect_samples(pythia, metric=metric, tasks=[task], id_prefix=prefix, progress=False)
+    assert default.item_ids == matrix.item_ids
+
+
+def test_pythia_items_can_be_selected_from_leaderboard_matrix(pythia, shared_data):
+    matrix = collect_samples(
+        pythia,
+        metric="acc",
+        tasks=["metabench_mmlu_secondary"],
+        id_prefix="mmlu.",
+        stratum_field="subject",
+        benchmark="mmlu",
+        progress=False,
+    )
+    reference = ResponseMatrix.read(shared_data / "openllm_v1" / "responses" / "mmlu_B.parquet")
+    aligned = reference.select_items(matrix.item_ids)
+    assert list(aligned.items["stratum"]) == list(matrix.items["stratum"])
+    assert set(matrix.items["benchmark"]) == {"mmlu"}
+    combined = combine_models([reference, matrix])
+    assert combined.shape == (reference.n_models + 1, reference.n_items)
+    assert combined.row("pythia-14m") == matrix.row("pythia-14m")
+
+
+def test_pythia_gsm8k_old_format_filter_by_position(pythia):
+    path = pythia / GSM8K
+    lines = read_lines(path)
+    n_docs = len({rec["doc_id"] for rec in lines})
+    with pytest.raises(InputError, match=r"several filters.*by position"):
+        read_samples_file(path, metric="exact_match", id_prefix="gsm8k.")
+    with pytest.raises(InputError, match=r"unknown filter 'strict-match'.*by position"):
+        read_samples_file(path, metric="exact_match", filter="strict-match")
+    for position in (0, 1):
+        run = read_samples_file(
+            path, metric="exact_match", filter=str(position), id_prefix="gsm8k."
+        )
+        assert len(run.scores) == n_docs
+        numbers = [int(w.rsplit(":", 1)[1]) for w in run.where.values()]
+        assert all(position * n_docs < k <= (position + 1) * n_docs for k in numbers)
+        for item_id, where in run.where.items():
+            rec = lines[int(where.rsplit(":", 1)[1]) - 1]
+            assert item_id == f"gsm8k.{rec['doc']['metabench_idx']}"
+            assert run.scores[item_id] == rec["exact_match"]
+
+
+def test_old_format_filter_names_from_results_json(pythia, tmp_path):
+    """Second occurrences get a changed score so that choosing the filter is observable."""
+    lines = read_lines(pythia / GSM8K)
+    seen: set[int] = set()
+    flipped = []
+    for rec in lines:
+        if rec["doc_id"] in seen and rec["doc_id"] % 3 == 0:
+            rec["exact_match"] = 1.0
+            flipped.append(f"gsm8k.{rec['doc']['metabench_idx']}")
+        seen.add(rec["doc_id"])
+    path = write_lines(tmp_path / GSM8K, lines)
+    results = {
+        "configs": {
+            "metabench_gsm8k_secondary": {
+                "filter_list": [
+                    {"name": "strict-match", "filter": []},
+                    {"name": "flexible-extract", "filter": []},
+                ]
+            }
+        },
+        "config": {"model_args": "pretrained=EleutherAI/pythia-14m,dtype=float"},
+    }
+    (tmp_path / f"results_{TS}.json").write_text(json.dumps(results))
+    strict = read_samples_file(
+        path, metric="exact_match", filter="strict-match", id_prefix="gsm8k."
+    )
+    flexible = read_samples_file(
+        path, metric="exact_match", filter="flexible-extract", id_prefix="gsm8k."
+    )
+    assert (
+        flexible.scores
+        == read_samples_file(path, metric="exact_match", filter="1", id_prefix="gsm8k.").scores
+    )
+    assert sorted(i for i, v in flexible.scores.items() if v == 1.0) == sorted(flipped)
+    assert sum(strict.scores.values()) == sum(
+        rec["exact_match"] for rec in lines[: len(strict.scores)]
+    )
+    with pytest.raises(
+        InputError, match=r"'strict-match' \(position 0\), 'flexible-extract' \(position 1\)"
+    ):
+        read_samples_file(path, metric="exact_match", filter="loose")
+    matrix = collect_samples(
+        tmp_path,
+        metric="exact_match",
+        filter="flexible-extract",
+        id_prefix="gsm8k.",
+        progress=False,
+    )
+    assert matrix.model_ids == ("EleutherAI/pythia-14m",)
+
+
+def test_smollm2_new_format_run(shared_data):
+    folder = shared_data / "lm_eval_samples" / "smollm2-135m"
+    results = json.loads(next(folder.glob("results_*.json")).read_text())
+    matrix = collect_samples(
+        folder, metric="acc", id_prefix="mmlu.", stratum_field="subject", progress=False
+    )
+    assert matrix.model_ids == (results["config"]["model_args"]["pretrained"],)
+    task = next(iter(results["results"]))
+    assert matrix.mean_scores()[0] == pytest.approx(results["results"][task]["acc,none"])
+    lines = read_lines(next(folder.glob("samples_*.jsonl")))
+    assert set(matrix.item_ids) == {f"mmlu.{rec['doc']['mb_sub_idx']}" for rec in lines}
+    assert set(matrix.items["stratum"]) == {rec["doc"]["subject"] for rec in lines}
+    assert set(matrix.items["content_hash"]) == {content_hash(rec["doc"]) for rec in lines}
+    with pytest.raises(InputError, match=r"unknown filter 'strict-match'.*'none' \(position 0\)"):
+        collect_samples(folder, metric="acc", filter="strict-match", progress=False)
+
+
+def test_shuffled_file_gives_the_same_matrix(pythia, tmp_path):
+    lines = read_lines(pythia / ARC)
+    random.Random(3).shuffle(lines)
+    shuffled = write_lines(tmp_path / "pythia-14m" / ARC, lines)
+    a = collect_samples(
+        pythia,
+        metric="acc_norm",
+        tasks=["metabench_arc_secondary"],
+        id_prefix="arc.",
+        progress=False,
+    )
+    b = collect_samples(shuffled, metric="acc_norm", id_prefix="arc.", progress=False)
+    assert a.item_ids == b.item_ids
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.fingerprint() == b.fingerprint()
+
+
+# ---------------------------------------------------------------------------- many models
+def test_multi_model_tree(pythia, tmp_path):
+    lines = read_lines(pythia / ARC)
+    out = tmp_path / "out"
+    write_lines(out / "plain-folder" / ARC, lines)
+    changed = [dict(rec, acc_norm=1.0 - rec["acc_norm"]) for rec in lines[10:]]
+    random.Random(0).shuffle(changed)
+    write_lines(out / "org__model-b" / ARC, changed)
+    (out / "org__model-b" / f"results_{TS}.json").write_text(
+        json.dumps({"config": {"model_args": {"pretrained": "org/model-b", "dtype": "float32"}}})
+    )
+    matrix = collect_samples(out, metric="acc_norm", id_prefix="arc.", progress=False)
+    assert matrix.model_ids == ("org/model-b", "plain-folder")
+    original = {f"arc.{rec['doc']['metabench_idx']}": rec["acc_norm"] for rec in lines}
+    dropped = {f"arc.{rec['doc']['metabench_idx']}" for rec in lines[:10]}
+    assert matrix.row("plain-folder") == original
+    row_b = matrix.row("org/model-b")
+    assert set(row_b) == set(original) - dropped
+    assert all(row_b[i] == 1.0 - original[i] for i in row_b)
+    assert np.isnan(matrix.values[0, matrix.item_positions(sorted(dropped))]).all()
+
+
+def test_several_runs_of_a_task_use_the_newest(toy, tmp_path):
+    older = write_lines(run_file(toy.parent, ts="2024-01-01T00-00-00.000001"), [line(0, 10, 1.0)])
+    with pytest.warns(UserWarning, match=r"2 runs found; using the newest .*" + TS):
+        matrix = collect_samples(toy.parent, metric="acc", progress=False)
+    assert matrix.n_items == 6
+    with pytest.raises(InputError, match=str(older.name)):
+        collect_samples(toy.parent, metric="acc", on_duplicate="error", progress=False)
+
+
+def test_tasks_and_prefix_per_task(toy, tmp_path):
+    other = write_lines(
+        run_file(toy.parent, task="other"), [line(k, 10 + k, 1.0) for k in range(3)]
+    )
+    with pytest.raises(
+        InputError, match=r"'toy\.10'.*appear both in .*samples_(toy|other).*samples_(toy|other)"
+    ):
+        collect_samples(toy.parent, metric="acc", id_prefix="toy.", progress=False)
+    matrix = collect_samples(toy.parent, metric="acc", id_prefix="{task}.", progress=False)
+    assert matrix.n_items == 9
+    assert set(matrix.items["benchmark"]) == {"toy", "other"}
+    only = collect_samples(toy.parent, metric="acc", tasks=["other"], progress=False)
+    assert only.item_ids == ("10", "11", "12")
+    with pytest.raises(InputError, match=r"tasks not found: nope; found: other, toy"):
+        collect_samples([toy, other], metric="acc", tasks=["nope"], progress=False)
+    empty = write_lines(tmp_path / "empty" / "notes.txt", []).parent
+    with pytest.raises(InputError, match=r"no samples_\*\.jsonl files"):
+        collect_samples(empty, metric="acc", progress=False)
+
+
+def test_same_id_different_content_across_models(toy, tmp_path):
+    write_lines(
+        run_file(tmp_path / "other-model"), [line(0, 10, 1.0, question="a different question")]
+    )
+    with pytest.raises(
+        InputError, match=r"item '10' has different content in .*other-model.*:1 and .*run.*:1"
+    ):
+        collect_samples(tmp_path, metric="acc", progress=False)
+    matrix = collect_samples(tmp_path, metric="acc", check_content=False, progress=False)
+    assert matrix.shape == (2, 6)
+
+
+def test_model_id_override_needs_one_folder(toy, tmp_path):
+    assert collect_samples(toy, metric="acc", model_id="me/model", progress=False).model_ids == (
+        "me/model",
+    )
+    write_lines(run_file(tmp_path / "second"), [line(0, 10, 0.0)])
+    with pytest.raises(InputError, match="several folders"):
+        collect_samples(tmp_path, metric="acc", model_id="me/model", progress=False)
+
+
+def test_find_samples_files_and_missing_path(toy, tmp_path):
+    (toy.parent / "results_x.json").write_text("{}")
+    assert find_samples_files(tmp_path) == [toy]
+    with pytest.raises(InputError, match="no such file or folder"):
+        find_samples_files(tmp_path / "absent")
+
+
+def test_json_array_file_of_lm_eval_040(tmp_path):
+    path = tmp_path / "samples_toy.jsonl"
+    path.write_text(json.dumps([line(k, k, 1.0, new=False) for k in range(3)]))
+    run = read_samples_file(path, metric="acc")
+    assert run.scores == {"0": 1.0, "1": 1.0, "2": 1.0}
+    assert run.task == "toy"
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_malformed_json_line_names_file_and_line(toy):
+    text = toy.read_text().splitlines()
+    text[2] = text[2][:40] + "}"
+    toy.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputError, match=rf"{toy.name}:3: malformed JSON"):
+        read_samples_file(toy, metric="acc")
+
+
+def test_truncated_file_is_reported(toy):
+    toy.write_bytes(toy.read_bytes()[:-25])
+    with pytest.raises(InputError, match=rf"{toy.name}:6: malformed JSON.*truncated"):
+        collect_samples(toy, metric="acc", progress=False)
+
+
+def test_truncated_old_format_file_with_filters(tmp_path):
+    records = [line(k, k, 0.0, new=False) for k in range(4)] + [
+        line(k, k, 1.0, new=False) for k in range(2)
+    ]
+    path = write_lines(tmp_path / "samples_gsm.jsonl", records)
+    with pytest.raises(InputError, match=r"different number of times.*truncated"):
+        read_samples_file(path, metric="acc", filter="1")
+
+
+def test_non_object_line(toy):
+    toy.write_text(toy.read_text() + "[1, 2]\n")
+    with pytest.raises(InputError, match=rf"{toy.name}:7: expected a JSON object"):
+        read_samples_file(toy, metric="acc")
+
+
+def test_missing_id_field_names_line_and_fields(toy):
+    records = read_lines(toy)
+    del records[4]["doc"]["metabench_idx"]
+    write_lines(toy, records)
+    with pytest.raises(
+        InputError,
+        match=rf"{toy.name}:5: id field 'metabench_idx' not found; "
+        r"available fields: .*doc\.question.*doc_hash",
+    ):
+        read_samples_file(toy, metric="acc", id_field="metabench_idx")
+    with pytest.raises(InputError, match=r"id field 'orig_idx' not found"):
+        read_samples_file(toy, metric="acc", id_field="orig_idx")
+
+
+def test_id_field_choices(toy):
+    by_hash = read_samples_file(toy, metric="acc", id_field="doc_hash")
+    assert set(by_hash.scores) == {rec["doc_hash"] for rec in read_lines(toy)}
+    by_content = read_samples_file(toy, metric="acc", id_field="content_hash")
+    assert set(by_content.scores) == {content_hash(rec["doc"]) for rec in read_lines(toy)}
+    by_path = read_samples_file(toy, metric="acc", id_field="doc.metabench_idx", id_prefix="x.")
+    assert set(by_path.scores) == {f"x.{10 + k}" for k in range(6)}
+    records = [
+        dict(rec, doc={k: v for k, v in rec["doc"].items() if k != "metabench_idx"})
+        for rec in read_lines(toy)
+    ]
+    write_lines(toy, records)
+    fallback = read_samples_file(toy, metric="acc")
+    assert fallback.id_field == "doc_hash"
+
+
+def test_duplicate_item_ids_are_named(toy):
+    records = read_lines(toy)
+    records[5]["doc"]["metabench_idx"] = 12
+    write_lines(toy, records)
+    with pytest.raises(
+        InputError,
+        match=rf"duplicate item ids in one run: '12' \(at .*{toy.name}:3 and .*{toy.name}:6\)",
+    ):
+        read_samples_file(toy, metric="acc")
+
+
+def test_unknown_metric_lists_available(toy):
+    with pytest.raises(InputError, match=r"unknown metric 'acc_norm'.*available metrics: acc"):
+        read_samples_file(toy, metric="acc_norm")
+
+
+def test_unknown_filter_lists_available(tmp_path):
+    records = [
+        dict(line(k, k, 1.0), filter=f)
+        for f in ("strict-match", "flexible-extract")
+        for k in range(3)
+    ]
+    path = write_lines(run_file(tmp_path), records)
+    with pytest.raises(
+        InputError, match=r"several filters.*'strict-match' \(position 0\), 'flexible-extract'"
+    ):
+        read_samples_file(path, metric="acc")
+    with pytest.raises(
+        InputError, match=r"unknown filter 'none'; available filters: 'strict-match'"
+    ):
+        read_samples_file(path, metric="acc", filter="none")
+    assert (
+        read_samples_file(path, metric="acc", filter="flexible-extract").filter
+        == "flexible-extract"
+    )
+
+
+@pytest.mark.parametrize("bad", [None, float("nan")])
+def test_missing_metric_values_are_named(toy, bad):
+    records = read_lines(toy)
+    records[3]["acc"] = bad
+    write_lines(toy, records)
+    with pytest.raises(InputError, match=rf"None/NaN for 1 items: '13' \(.*{toy.name}:4\)"):
+        read_samples_file(toy, metric="acc")
+
+
+def test_out_of_range_values_are_named(toy):
+    records = read_lines(toy)
+    records[1]["acc"] = 1.5
+    records[4]["acc"] = -0.25
+    write_lines(toy, records)
+    with pytest.raises(
+        InputError, match=r"outside \[0, 1\] for 2 items: '11' = 1\.5 .*'14' = -0\.25"
+    ):
+        collect_samples(toy, metric="acc", progress=False)
+
+
+def test_non_scalar_metric_is_an_error(toy):
+    records = read_lines(toy)
+    records[0]["acc"] = [True, False]
+    write_lines(toy, records)
+    with pytest.raises(InputError, match=rf"{toy.name}:1: metric 'acc' holds \[True, False\]"):
+        read_samples_file(toy, metric="acc")
+
+
+def test_empty_and_absent_files(tmp_path):
+    empty = run_file(tmp_path)
+    empty.write_text("\n")
+    with pytest.raises(InputError, match="no sample records"):
+        read_samples_file(empty, metric="acc")
+    with pytest.raises(InputError, match="not found"):
+        read_samples_file(tmp_path / "nope.jsonl", metric="acc")
+
+
+def test_bad_id_values(toy):
+    records = read_lines(toy)
+    records[2]["doc"]["metabench_idx"] = 2.5
+    write_lines(toy, records)
+    with pytest.raises(InputError, match=rf"{toy.name}:3: id field 'metabench_idx' holds 2\.5"):
+        read_samples_file(toy, metric="acc")
+
+
+# ---------------------------------------------------------------------------- leaderboard details
+def v1_details_rows(
+    prompts: pd.DataFrame, row: dict[str, float], seed: int
+) -> list[dict[str, Any]]:
+    """Rows shaped like v1 details (full_prompt, example, predictions, metrics dict), shuffled."""
+    order = np.random.default_rng(seed).permutation(len(prompts))
+    rows = []
+    for k in order:
+        item, prompt = prompts["item"].iloc[k], prompts["prompt"].iloc[k]
+        score = row.get(item)
+        rows.append(
+            {
+                "example": prompt.rsplit("\n\n", 1)[-1],
+                "full_prompt": prompt,
+                "predictions": [-1.0, -2.0],
+                "metrics": {"acc": 0.0, "acc_norm": 0.0 if score is None else float(score)},
+            }
+        )
+    return rows
+
+
+def test_v1_details_map_onto_leaderboard_matrix(shared_data, tmp_path):
+    """Details rows of three real models, keyed by prompt hash, land on the matrix ids."""
+    root = shared_data / "openllm_v1"
+    reference = ResponseMatrix.read(root / "responses" / "arc_B.parquet")
+    prompts = pd.read_csv(root / "prompts" / "items-arc-B.csv")
+    models = [m for m in reference.model_ids if "/" in m][:3]
+    sources = []
+    for k, model in enumerate(models):
+        folder = tmp_path / details_repo_id(model).split("/")[1]
+        folder.mkdir()
+        rows = v1_details_rows(prompts, reference.row(model), seed=k)
+        pq.write_table(pa.Table.from_pylist(rows), folder / "harness_arc_challenge_25.parquet")
+        sources.append(folder)
+    matrix = collect_leaderboard_details(
+        sources,
+        "harness_arc_challenge_25",
+        metric="acc_norm",
+        id_map=prompt_id_map(root / "prompts" / "items-arc-B.csv"),
+        progress=False,
+    )
+    assert matrix.model_ids == tuple(sorted(models))
+    expected = reference.select_models(matrix.model_ids).select_items(matrix.item_ids)
+    np.testing.assert_array_equal(np.nan_to_num(expected.values), matrix.values)
+    assert set(matrix.item_ids) == set(reference.item_ids)
+    assert set(matrix.items["benchmark"]) == {"arc_challenge"}
+    by_prompt = collect_leaderboard_details(
+        sources[:1], "harness_arc_challenge_25", metric="acc_norm", progress=False
+    )
+    assert set(by_prompt.item_ids) == {text_hash(p) for p in prompts["prompt"]}
+
+
+def test_v1_details_variants(tmp_path):
+    folder = tmp_path / "details_org__model"
+    rows = [{"full_prompt": f"p{k}", "acc": float(k % 2), "subject_col": "s"} for k in range(4)]
+    write_lines(folder / "harness_hendrycksTest_anatomy_5" / "part-0.jsonl", rows)
+    matrix = collect_leaderboard_details(
+        folder, "harness_hendrycksTest_anatomy_5", metric="acc", progress=False
+    )
+    assert matrix.model_ids == ("org/model",)
+    assert set(matrix.items["benchmark"]) == {"mmlu"}
+    assert set(matrix.items["stratum"]) == {"anatomy"}
+    assert matrix.row("org/model") == {text_hash(f"p{k}"): float(k % 2) for k in range(4)}
+    with pytest.raises(InputError, match=r"unknown metric 'mc2'; available metrics: acc"):
+        collect_leaderboard_details(
+            folder, "harness_hendrycksTest_anatomy_5", metric="mc2", progress=False
+        )
+    with pytest.raises(
+        InputError,
+        match=r"no data for config 'harness_gsm8k_5'.*"
+        r"harness_hendrycksTest_anatomy_5/part-0\.jsonl",
+    ):
+        collect_leaderboard_details(folder, "harness_gsm8k_5", metric="acc", progress=False)
+    write_lines(folder / "harness_winogrande_5.jsonl", [{"prompt_text": "x", "acc": 1.0}])
+    with pytest.raises(
+        InputError,
+        match=r"harness_winogrande_5\.jsonl:1: no text to identify the item .*prompt_text",
+    ):
+        collect_leaderboard_details(folder, "harness_winogrande_5", metric="acc", progress=False)
+    flat = tmp_path / "flat" / "details_org__flat"
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"example": "e1", "metrics.acc": 1.0}, {"example": "e2", "metrics.acc": 0.0}]
+        ),
+        _mk(flat / "harness_winogrande_5.parquet"),
+    )
+    assert collect_leaderboard_details(
+        flat, "harness_winogrande_5", metric="acc", progress=False
+    ).row("org/flat") == {text_hash("e1"): 1.0, text_hash("e2"): 0.0}
+
+
+def _mk(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_v2_details_are_read_like_samples(pythia, tmp_path):
+    folder = tmp_path / "EleutherAI__pythia-14m-details"
+    write_lines(
+        folder / "EleutherAI__pythia-14m__leaderboard_arc" / "samples.jsonl",
+        read_lines(pythia / ARC),
+    )
+    matrix = collect_leaderboard_details(
+        folder, "leaderboard_arc", metric="acc_norm", id_prefix="arc.", progress=False
+    )
+    samples = collect_samples(
+        pythia,
+        metric="acc_norm",
+        tasks=["metabench_arc_secondary"],
+        id_prefix="arc.",
+        progress=False,
+    )
+    assert matrix.model_ids == ("EleutherAI/pythia-14m",)
+    assert matrix.row("EleutherAI/pythia-14m") == samples.row("pythia-14m")
+    with pytest.raises(InputError, match="id_map applies to v1 rows only"):
+        collect_leaderboard_details(
+            folder, "leaderboard_arc", metric="acc_norm", id_map={}, progress=False
+        )
+
+
+def test_details_snapshot_folder_goes_through_datasets(tmp_path):
+    """A folder in Hub layout (README with configs, timestamped split files) loads via datasets."""
+    snapshot = tmp_path / "snapshot"
+    stamp = "2024_01_01T00_00_00.000000"
+    data = _mk(snapshot / "2024-01-01T00-00-00.000000" / "details_harness_winogrande_5.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"full_prompt": "A", "metrics": {"acc": 1.0}},
+                {"full_prompt": "B", "metrics": {"acc": 0.0}},
+            ]
+        ),
+        data,
+    )
+    (snapshot / "README.md").write_text(
+        "---\nconfigs:\n- config_name: harness_winogrande_5\n  data_files:\n"
+        f"  - split: '{stamp}'\n    path: ['**/details_harness_winogrande_5.parquet']\n"
+        "  - split: latest\n    path: ['**/details_harness_winogrande_5.parquet']\n---\n"
+    )
+    matrix = collect_leaderboard_details(
+        snapshot,
+        "harness_winogrande_5",
+        metric="acc",
+        model_ids=["org/m"],
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
+    assert matrix.row("org/m") == {text_hash("A"): 1.0, text_hash("B"): 0.0}
+
+
+def test_hub_details_offline_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(
+        InputError,
+        match=r"open-llm-leaderboard/no__such-details "
+        r"\[config 'no__such__leaderboard_bbh'.*HF_HUB_OFFLINE",
+    ):
+        collect_leaderboard_details(
+            "open-llm-leaderboard/no__such-details",
+            "leaderboard_bbh",
+            metric="acc_norm",
+            progress=False,
+        )
+    with pytest.raises(InputError, match="not a file, a folder or a Hub dataset id"):
+        collect_leaderboard_details("no such thing", "x", metric="acc", progress=False)
+
+
+def test_details_repo_ids():
+    assert (
+        details_repo_id("meta-llama/Llama-2-7b-hf")
+        == "open-llm-leaderboard/details_meta-llama__Llama-2-7b-hf"
+    )
+    assert (
+        details_repo_id("Qwen/Qwen2-7B", version=2) == "open-llm-leaderboard/Qwen__Qwen2-7B-details"
+    )
+    with pytest.raises(InputError, match="org/name"):
+        details_repo_id("gpt2")
+
+
+def test_prompt_id_map_rejects_shared_prompts(tmp_path):
+    path = tmp_path / "prompts.csv"
+    pd.DataFrame({"item": ["a.1", "a.2"], "prompt": ["same", "same"]}).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"'a\.1' and 'a\.2' \(row 3\) have the same prompt"):
+        prompt_id_map(path)
+
+
+# ---------------------------------------------------------------------------- matrices
+def test_combine_models_and_write(toy, tmp_path):
+    first = collect_samples(toy, metric="acc", model_id="a", progress=False)
+    write_lines(run_file(tmp_path / "b"), [line(0, 10, 1.0), line(1, 99, 0.0)])
+    second = collect_samples(tmp_path / "b", metric="acc", model_id="b", progress=False)
+    both = combine_models([first, second])
+    assert both.model_ids == ("a", "b")
+    assert both.row("b") == {"10": 1.0, "99": 0.0}
+    assert np.isnan(both.values[1, both.item_positions(["11"])[0]])
+    with pytest.raises(InputError, match="model 'a' is in both"):
+        combine_models([first, first])
+    out = write_matrix(both, tmp_path / "m.parquet")
+    again = ResponseMatrix.read(out)
+    assert again.fingerprint() == both.fingerprint()
+    assert list(again.items["content_hash"]) == list(both.items["content_hash"])
+    csv = ResponseMatrix.read(write_matrix(both, tmp_path / "m.csv"))
+    np.testing.assert_array_equal(csv.values, both.values)
+    with pytest.raises(InputError, match="unknown matrix file type"):
+        write_matrix(both, tmp_path / "m.txt")
+
+
+def test_write_matrix_leaves_nothing_half_written(toy, tmp_path, monkeypatch):
+    matrix = collect_samples(toy, metric="acc", model_id="a", progress=False)
+
+    def broken(self, path, *args, **kwargs):
+        Path(path).write_text("model,partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_matrix(matrix, tmp_path / "out" / "m.csv")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_hash_helpers():
+    assert content_hash({"b": 1, "a": [1, "é"]}) == content_hash({"a": [1, "é"], "b": 1})
+    assert content_hash({"a": 1}) != content_hash({"a": 2})
+    # sha256("abc"), the FIPS 180-2 test vector
+    assert text_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_copying_real_folder_keeps_results(shared_data, tmp_path):
+    """A run folder copied elsewhere (results json beside samples) keeps its model id."""
+    source = shared_data / "lm_eval_samples" / "smollm2-135m"
+    target = tmp_path / "copy"
+    shutil.copytree(source, target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = collect_samples(source, metric="acc", id_prefix="mmlu.", progress=False)
+        b = collect_samples(target, metric="acc", id_prefix="mmlu.", progress=False)
+    assert a.fingerprint() == b.fingerprint()
+
+
+def test_combine_models_refuses_one_id_with_two_contents():
+    def one(model: str, digest: str) -> ResponseMatrix:
+        items = pd.DataFrame({"content_hash": [digest]}, index=["arc.1"])
+        return ResponseMatrix(np.array([[1.0]]), [model], ["arc.1"], items=items, source=model)
+
+    with pytest.raises(InputError, match=r"item 'arc.1' has different content in a and b"):
+        combine_models([one("a", "h1"), one("b", "h2")])
+    merged = combine_models([one("a", "h1"), one("b", "h2")], check_content=False)
+    assert merged.items.loc["arc.1", "content_hash"] == "h1"
