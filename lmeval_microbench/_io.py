@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _default_file_mode() -> int:
+    """Mode a plain ``open(path, "w")`` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only if the block succeeds."""
@@ -22,6 +29,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, _default_file_mode())  # mkstemp makes 0600; give the usual umask mode
         os.replace(tmp, target)
     finally:
         if tmp.exists():

@@ -9,11 +9,11 @@ correct answer on every item of the source matrix:
            averaged over all items: each item counts with its share 1 / N of the benchmark
            (Polo et al. 2024, "tinyBenchmarks", p-IRT).
 ``gpirt``  ``lam * anchor + (1 - lam) * pirt``: the weighted anchor sum is unbiased but noisy,
-           p-IRT is precise but biased where the IRT model is wrong, so a mix does better than
+           p-IRT is precise but biased where the IRT model is wrong, so a mix can do better than
            either. ``lam`` is chosen on the source models: the value on a grid of 0, 0.05, ..., 1
            with the smallest K-fold cross-validated squared error of the calibrated mix (the
-           calibration line is refitted in each fold). tinyBenchmarks picks ``lam`` with a
-           variance heuristic; cross-validation needs no model of the errors and can be checked.
+           calibration line is refitted in each fold). tinyBenchmarks sets ``lam`` by a heuristic
+           of its own; cross-validation needs no model of the errors and can be checked.
 
 Each raw estimate then goes through the linear calibration of the base class, because the
 source matrix may hold only part of the benchmark (see ``base``). Missing subset scores are
