@@ -2,8 +2,12 @@ import numpy as np
 import pytest
 
 from lmeval_microbench.errors import InputError
+from lmeval_microbench.irt import IRTModel
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import SELECTORS, make_selector
+from lmeval_microbench.selection.dpp import greedy_dpp_map
+from lmeval_microbench.selection.greedy import candidate_pool, cv_folds, tilted_model_weights
+from lmeval_microbench.selection.metabench import round_robin_max_information
 from lmeval_microbench.selection.random import allocate_proportionally
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
@@ -81,3 +85,181 @@ def test_anchor_points_groups_duplicated_items():
     assert subset.weights @ matrix.select_items(subset.item_ids).values.T == pytest.approx(
         matrix.values.mean(axis=1)
     )
+
+
+# ------------------------------------------------------------------ the target argument
+@pytest.mark.parametrize("name", sorted(SELECTORS))
+def test_target_is_checked(source, name):
+    with pytest.raises(InputError, match="target has 3 values"):
+        make_selector(name).select(source, 5, seed=0, target=np.ones(3) / 2)
+    with pytest.raises(InputError, match="percent"):
+        make_selector(name).select(source, 5, seed=0, target=source.mean_scores() * 100)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cls in SELECTORS.items() if not cls.uses_target))
+def test_unsupervised_selectors_ignore_target(source, name):
+    plain = make_selector(name).select(source, 10, seed=4)
+    other = make_selector(name).select(source, 10, seed=4, target=np.linspace(0, 1, 300))
+    assert plain.item_ids == other.item_ids
+
+
+# ------------------------------------------------------------------ metabench
+def test_round_robin_hand_case():
+    information = np.array([[5.0, 4.0, 0.0], [5.0, 1.0, 3.0]])
+    # grid point 0 takes item 0; point 1 cannot, takes item 2 (3 > 1); point 0 takes item 1
+    assert round_robin_max_information(information, 3).tolist() == [0, 2, 1]
+
+
+def test_metabench_single_quantile_picks_most_informative_items(source):
+    subset = make_selector("metabench", n_quantiles=1).select(source, 4, seed=0)
+    fit = IRTModel("2pl", 1).fit(source)
+    median = np.quantile(fit.abilities_[:, 0], 0.5)
+    information = fit.params_.information(np.array([median]))[0]
+    expected = [source.item_ids[k] for k in np.argsort(-information)[:4]]
+    assert subset.info["pick_order"] == expected
+    assert subset.info["ability_grid"] == pytest.approx([median])
+    np.testing.assert_allclose(subset.weights, 0.25)
+
+
+def test_metabench_rejects_bad_options(source):
+    with pytest.raises(InputError, match="n_quantiles"):
+        make_selector("metabench", n_quantiles=0).select(source, 3)
+    with pytest.raises(InputError, match="irt_model"):
+        make_selector("metabench", irt_model="5pl").select(source, 3)
+
+
+# ------------------------------------------------------------------ matrices with copies
+def duplicated_items(repeats: list[int], n_models: int = 200, seed: int = 0) -> ResponseMatrix:
+    """Distinct random items, item k copied ``repeats[k]`` times (ids ``g{k}_{copy}``)."""
+    rng = np.random.default_rng(seed)
+    levels = np.linspace(0.2, 0.8, len(repeats))
+    ability = rng.normal(size=(n_models, 1))
+    base = (rng.random((n_models, len(repeats))) < levels - 0.15 * ability).astype(float)
+    values = np.repeat(base, repeats, axis=1)
+    ids = [f"g{k}_{c}" for k, r in enumerate(repeats) for c in range(r)]
+    return ResponseMatrix(values, [f"m{k}" for k in range(n_models)], ids)
+
+
+@pytest.mark.parametrize("quality", ["uniform", "discrimination"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dpp_takes_distinct_items_before_copies(seed, quality):
+    matrix = duplicated_items([4, 3, 2, 1, 1])
+    subset = make_selector("dpp", quality=quality).select(matrix, 5, seed=seed)
+    groups = sorted(item.split("_")[0] for item in subset.item_ids)
+    assert groups == ["g0", "g1", "g2", "g3", "g4"]
+    # every copy is represented by the pick of its own group
+    groups_of = [item.split("_")[0] for item in subset.item_ids]
+    shares = dict(zip(groups_of, subset.weights, strict=True))
+    assert [shares[f"g{k}"] * 11 for k in range(5)] == pytest.approx([4, 3, 2, 1, 1])
+
+
+def test_greedy_dpp_map_second_pick_maximises_determinant():
+    rng = np.random.default_rng(5)
+    features = rng.normal(size=(9, 4))
+    kernel = features @ features.T + 1e-6 * np.eye(9)
+    picked = greedy_dpp_map(features, 3, np.random.default_rng(0))
+    assert picked[0] == np.argmax(np.diagonal(kernel))
+    for step in (1, 2):
+        dets = [
+            np.linalg.det(kernel[np.ix_([*picked[:step], c], [*picked[:step], c])])
+            if c not in picked[:step]
+            else -np.inf
+            for c in range(9)
+        ]
+        assert picked[step] == int(np.argmax(dets))
+
+
+def test_tinybenchmarks_weights_are_cluster_shares():
+    matrix = duplicated_items([5, 3, 1, 1])
+    subset = make_selector("tinybenchmarks").select(matrix, 4, seed=0)
+    assert sorted(item.split("_")[0] for item in subset.item_ids) == ["g0", "g1", "g2", "g3"]
+    assert sorted(np.round(subset.weights * 10).astype(int).tolist()) == [1, 1, 3, 5]
+
+
+def test_tinybenchmarks_fills_budget_beyond_distinct_items():
+    matrix = duplicated_items([5, 3, 1, 1])
+    subset = make_selector("tinybenchmarks").select(matrix, 6, seed=0)
+    assert subset.budget == 6
+    assert {item.split("_")[0] for item in subset.item_ids} == {"g0", "g1", "g2", "g3"}
+
+
+def test_irt_selectors_survive_constant_items(source):
+    values = source.values.copy()
+    values[:, 0] = 1.0
+    values[:, 1] = 0.0
+    matrix = ResponseMatrix(values, source.model_ids, source.item_ids)
+    for name in ("tinybenchmarks", "metabench", "dpp", "greedy"):
+        assert make_selector(name).select(matrix, 30, seed=0).budget == 30
+    last = make_selector("metabench").select(matrix, matrix.n_items, seed=0).info["pick_order"]
+    assert set(last[-2:]) == {source.item_ids[0], source.item_ids[1]}
+
+
+# ------------------------------------------------------------------ greedy
+def brute_force_cv_error(
+    x: np.ndarray,
+    y: np.ndarray,
+    folds: np.ndarray,
+    columns: list[int],
+    alpha: float,
+    weights: np.ndarray,
+) -> float:
+    """Weighted K-fold MAE of an explicit weighted ridge fit (intercept unpenalised)."""
+    total = 0.0
+    for fold in np.unique(folds):
+        held = folds == fold
+        w = weights[~held]
+        xt, yt = x[~held][:, columns], y[~held]
+        x_mean, y_mean = w @ xt / w.sum(), w @ yt / w.sum()
+        xc = (xt - x_mean) * np.sqrt(w)[:, None]
+        yc = (yt - y_mean) * np.sqrt(w)
+        coef = np.linalg.solve(xc.T @ xc + alpha * w.sum() * np.eye(len(columns)), xc.T @ yc)
+        prediction = y_mean + (x[held][:, columns] - x_mean) @ coef
+        total += float(weights[held] @ np.abs(y[held] - prediction))
+    return total / weights.sum()
+
+
+@pytest.mark.parametrize("strong_tilt", [0.0, 1.0])
+def test_greedy_path_matches_brute_force(strong_tilt):
+    rng = np.random.default_rng(11)
+    n_models, n_items = 150, 12
+    values = (rng.random((n_models, n_items)) < rng.uniform(0.2, 0.8, n_items)).astype(float)
+    target = np.clip(values[:, [2, 5, 7]] @ [0.3, 0.2, 0.1] + rng.normal(0, 0.05, n_models), 0, 1)
+    item_ids = [f"i{k}" for k in range(n_items)]
+    matrix = ResponseMatrix(values, [f"m{k}" for k in range(n_models)], item_ids)
+    alpha = 0.01
+    subset = make_selector("greedy", alpha=alpha, strong_tilt=strong_tilt).select(
+        matrix, 3, seed=9, target=target
+    )
+    generator = np.random.default_rng(9)
+    candidate_pool(n_items, 1000, generator)  # the selector draws the pool first, then folds
+    folds = cv_folds(n_models, 5, generator)
+    weights = tilted_model_weights(target, strong_tilt)
+    chosen: list[int] = []
+    for step in range(3):
+        errors = [
+            brute_force_cv_error(values, target, folds, [*chosen, c], alpha, weights)
+            if c not in chosen
+            else np.inf
+            for c in range(n_items)
+        ]
+        best = int(np.argmin(errors))
+        assert subset.info["pick_order"][step] == f"i{best}"
+        assert subset.info["cv_error"][step] == pytest.approx(errors[best], rel=1e-9)
+        chosen.append(best)
+
+
+def test_greedy_first_pick_is_the_item_that_is_the_target(source):
+    target = np.clip(source.values[:, 17] * 0.6 + 0.2, 0, 1)
+    subset = make_selector("greedy").select(source, 5, seed=0, target=target)
+    assert subset.info["pick_order"][0] == source.item_ids[17]
+    # ridge shrinks the one coefficient a little, but the error is a small part of the spread
+    assert subset.info["cv_error"][0] < 0.1 * np.mean(np.abs(target - target.mean()))
+
+
+def test_greedy_candidate_pool_bounds_the_choice(source):
+    subset = make_selector("greedy", max_candidates=40).select(source, 10, seed=1)
+    assert subset.info["n_candidates"] == 40
+    with pytest.raises(InputError, match="max_candidates"):
+        make_selector("greedy", max_candidates=5).select(source, 10)
+    with pytest.raises(InputError, match="loss"):
+        make_selector("greedy", loss="mape").select(source, 3)

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import MicrobenchError
-from . import build, collect, demo, estimate, fit, publish
+from . import build, collect, demo, estimate, fit, publish, reliability
 
-SUBCOMMANDS = (collect, fit, build, estimate, publish, demo)
+SUBCOMMANDS = (collect, fit, build, estimate, publish, demo, reliability)
 
 
 def make_parser() -> argparse.ArgumentParser:

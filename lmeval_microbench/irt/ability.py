@@ -10,7 +10,7 @@ Methods
     D = 1: equally spaced grid of step 0.05 prior sd over +-6 prior sd (241 nodes); when the
     posterior is narrower than the grid can resolve, the reported se is floored at
     step / sqrt(12) (the rounding error of a grid point). D = 2, 3: Gauss-Hermite tensor grid
-    (31^2, 15^3 nodes); D >= 4: 4,096 quasi-Monte-Carlo points.
+    (21^2, 11^3 nodes); D >= 4: 4,096 quasi-Monte-Carlo points.
 ``"map"``
     Posterior mode by Fisher scoring (vectorised over models, with step halving), se from the
     posterior information ``I(theta) + 1 / prior_sd^2``.
@@ -71,7 +71,9 @@ def estimate_abilities(
         Normal prior of each ability dimension (used by EAP and MAP).
     """
     if method not in ABILITY_METHODS:
-        raise InputError(f"estimate_abilities: method must be one of {ABILITY_METHODS}, got {method!r}")
+        raise InputError(
+            f"estimate_abilities: method must be one of {ABILITY_METHODS}, got {method!r}"
+        )
     if not (np.isfinite(prior_sd) and prior_sd > 0 and np.isfinite(prior_mean)):
         raise InputError(
             f"estimate_abilities: prior needs a finite mean and positive sd, got "
@@ -139,7 +141,7 @@ def _eap(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mean and sd on a fixed grid scaled to the prior."""
     if params.n_dims == 1:
-        n_nodes = int(round(2 * _math.GRID_BOUND / EAP_STEP)) + 1
+        n_nodes = round(2 * _math.GRID_BOUND / EAP_STEP) + 1
         std_nodes, log_w = _math.equispaced_normal_grid(n_nodes)
         resolution = EAP_STEP * prior_sd / np.sqrt(12.0)
     else:
@@ -211,7 +213,7 @@ def _halving_line_search(
     objective: Callable[[np.ndarray], np.ndarray],
     boxed: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row, take the longest of step, step/2, ... (8 tries) that does not lower the objective."""
+    """Per row, the longest of step, step/2, ... (8 tries) that does not lower the objective."""
     scale = np.ones((len(theta), 1))
     accepted = np.zeros(len(theta), dtype=bool)
     new_theta = theta.copy()

@@ -52,7 +52,9 @@ class ItemParams:
         if a.shape[0] != n or any(v.shape != (n,) for v in arrays.values()):
             raise InputError(f"ItemParams: parameter arrays do not all have {n} items")
         if self.model not in MODEL_TYPES:
-            raise InputError(f"ItemParams: unknown model {self.model!r}; expected one of {MODEL_TYPES}")
+            raise InputError(
+                f"ItemParams: unknown model {self.model!r}; expected one of {MODEL_TYPES}"
+            )
         if len(set(ids)) != n:
             raise InputError("ItemParams: duplicate item ids")
         if not (np.all(np.isfinite(a)) and all(np.all(np.isfinite(v)) for v in arrays.values())):
@@ -75,13 +77,16 @@ class ItemParams:
         item_ids = list(item_ids)
         missing = [i for i in item_ids if i not in self._pos]
         if missing:
-            raise ItemMismatchError(f"no IRT parameters for items {missing[:5]} ({len(missing)} in all)")
+            raise ItemMismatchError(
+                f"no IRT parameters for items {missing[:5]} ({len(missing)} in all)"
+            )
         return np.array([self._pos[i] for i in item_ids], dtype=np.intp)
 
     def subset(self, item_ids: Sequence[ItemId]) -> ItemParams:
         """Parameters of ``item_ids`` only, in that order."""
         k = self.positions(item_ids)
-        return ItemParams(tuple(self.item_ids[j] for j in k), self.a[k], self.d[k], self.g[k], self.u[k], self.model)
+        ids = tuple(self.item_ids[j] for j in k)
+        return ItemParams(ids, self.a[k], self.d[k], self.g[k], self.u[k], self.model)
 
     def probability(self, theta: np.ndarray) -> np.ndarray:
         """P(correct) for abilities ``theta`` of shape (m, D) or (m,) when D = 1 -> (m, n)."""
@@ -96,7 +101,9 @@ class ItemParams:
         if theta.ndim == 1:
             theta = theta[:, None] if self.n_dims == 1 else theta[None, :]
         if theta.shape[1] != self.n_dims:
-            raise InputError(f"theta has {theta.shape[1]} dimensions, parameters have {self.n_dims}")
+            raise InputError(
+                f"theta has {theta.shape[1]} dimensions, parameters have {self.n_dims}"
+            )
         return theta
 
     def to_dict(self) -> dict[str, Any]:

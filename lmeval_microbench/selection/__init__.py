@@ -7,13 +7,25 @@ from typing import Any
 from ..errors import InputError
 from .anchor_points import AnchorPointsSelector
 from .base import Selector, Subset
+from .dpp import DPPSelector
+from .greedy import GreedySelector
+from .metabench import MetabenchSelector
 from .random import RandomSelector, StratifiedSelector
+from .tinybenchmarks import TinyBenchmarksSelector
 
 SELECTORS: dict[str, type[Selector]] = {
-    RandomSelector.name: RandomSelector,
-    StratifiedSelector.name: StratifiedSelector,
-    AnchorPointsSelector.name: AnchorPointsSelector,
+    cls.name: cls
+    for cls in (
+        RandomSelector,
+        StratifiedSelector,
+        AnchorPointsSelector,
+        TinyBenchmarksSelector,
+        MetabenchSelector,
+        DPPSelector,
+        GreedySelector,
+    )
 }
+"""Selection methods by name. ``greedy`` is supervised: pass ``target`` to ``select``."""
 
 
 def make_selector(name: str, **options: Any) -> Selector:
@@ -30,9 +42,13 @@ def make_selector(name: str, **options: Any) -> Selector:
 __all__ = [
     "SELECTORS",
     "AnchorPointsSelector",
+    "DPPSelector",
+    "GreedySelector",
+    "MetabenchSelector",
     "RandomSelector",
     "Selector",
     "StratifiedSelector",
     "Subset",
+    "TinyBenchmarksSelector",
     "make_selector",
 ]

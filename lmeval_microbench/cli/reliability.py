@@ -1,0 +1,194 @@
+"""``microbench reliability``: benchmark selection methods x estimators on held-out models.
+
+Writes REPORT.json (one record per method x estimator x budget x protocol), REPORT.md beside
+it and, when matplotlib is installed, REPORT_mae.png and REPORT_mdad.png. Everything is
+computed before anything is written, so a failure leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from ._options import add_seed, positive_int, print_json, split_list
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "reliability",
+        help="measure how well subsets + estimators recover held-out full scores",
+        description=(
+            "Split the models of RESPONSES into source and target models (protocols: random "
+            "80/20 splits, extrapolation to the best 20 %, a separate holdout matrix, or "
+            "leave-one-model-out for small matrices), select items and fit estimators on the "
+            "sources only, and score the targets: MAE, RMSE, max error, Kendall tau, MDAD and "
+            "90 % interval coverage per method x estimator x budget x protocol."
+        ),
+        epilog=(
+            "example: microbench reliability --responses mmlu_B.parquet --scores "
+            "mmlu_B_scores.csv --score-column full_score_metabench --budgets 25,50,all "
+            "--out /tmp/mmlu-reliability.json"
+        ),
+    )
+    parser.add_argument("--responses", required=True, help="response matrix (.parquet or .csv)")
+    parser.add_argument(
+        "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
+    )
+    parser.add_argument(
+        "--score-column", default="score", help="column of --scores holding the score"
+    )
+    parser.add_argument(
+        "--score-model-column", default="model", help="column of --scores with model ids"
+    )
+    parser.add_argument("--score-scale", choices=("auto", "fraction", "percent"), default="auto")
+    parser.add_argument("--methods", help="comma-separated selection methods (default: all)")
+    parser.add_argument("--estimators", help="comma-separated estimators (default: all)")
+    parser.add_argument(
+        "--budgets",
+        default=None,
+        help="comma-separated item counts and/or 'all' (default: 10,25,50,100,all, "
+        "leaving out those above the item count)",
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=5, help="repeats per protocol (default: 5)"
+    )
+    parser.add_argument(
+        "--protocols",
+        help="comma-separated of random, extrapolation, holdout, loo (default: random,"
+        "extrapolation, or loo below 30 models; plus holdout when given)",
+    )
+    parser.add_argument("--holdout-responses", help="response matrix of holdout target models")
+    parser.add_argument("--holdout-scores", help="true scores of the holdout models")
+    parser.add_argument("--irt-model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plots")
+    parser.add_argument(
+        "--out", required=True, help="REPORT.json to write (REPORT.md and PNGs go beside it)"
+    )
+    add_seed(parser)
+    parser.set_defaults(run=run)
+
+
+def output_paths(out: str) -> dict[str, Path]:
+    """REPORT.json -> the json, markdown and plot paths of one report."""
+    from ..errors import InputError
+
+    path = Path(out)
+    if path.suffix.lower() != ".json":
+        raise InputError(f"--out must name a .json file, got {out!r}")
+    stem = path.with_suffix("")
+    return {
+        "json": path,
+        "md": path.with_suffix(".md"),
+        "mae_png": stem.with_name(stem.name + "_mae.png"),
+        "mdad_png": stem.with_name(stem.name + "_mdad.png"),
+    }
+
+
+def _check_holdout_args(args: argparse.Namespace) -> None:
+    from ..errors import InputError
+
+    if args.holdout_scores and not args.holdout_responses:
+        raise InputError("--holdout-scores needs --holdout-responses")
+    if args.holdout_responses and bool(args.scores) != bool(args.holdout_scores):
+        raise InputError(
+            "--holdout-responses needs --holdout-scores when --scores is given (and neither "
+            "without it: then both truths are matrix row means)"
+        )
+
+
+def _budgets(text: str | None, n_items: int) -> list:
+    from ..reliability import ALL, DEFAULT_BUDGETS, parse_budgets
+
+    if text is not None:
+        return list(parse_budgets(text))
+    return [b for b in DEFAULT_BUDGETS if b == ALL or int(b) <= n_items]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..plots import matplotlib_available, metric_vs_budget_png
+    from ..reliability import json_ready, markdown_report, run_reliability
+    from ..responses import ResponseMatrix
+    from ..truth import align_target, read_scores
+
+    paths = output_paths(args.out)
+    _check_holdout_args(args)
+
+    def scores_of(path: str | None):
+        if not path:
+            return None
+        return read_scores(
+            path, args.score_column, model_column=args.score_model_column, scale=args.score_scale
+        )
+
+    matrix, truth = align_target(ResponseMatrix.read(args.responses), scores_of(args.scores))
+    holdout = holdout_truth = None
+    if args.holdout_responses:
+        holdout_matrix = ResponseMatrix.read(args.holdout_responses)
+        holdout_scores = scores_of(args.holdout_scores)
+        if holdout_scores is None:  # row means over the main matrix's items
+            holdout_matrix = holdout_matrix.select_items(
+                [i for i in matrix.item_ids if i in set(holdout_matrix.item_ids)]
+            )
+        holdout, holdout_truth = align_target(holdout_matrix, holdout_scores)
+    result = run_reliability(
+        matrix,
+        truth,
+        methods=split_list(args.methods),
+        estimators=split_list(args.estimators),
+        budgets=_budgets(args.budgets, matrix.n_items),
+        protocols=split_list(args.protocols),
+        repeats=args.repeats,
+        seed=args.seed,
+        holdout=holdout,
+        holdout_truth=holdout_truth,
+        irt_model=args.irt_model,
+        progress=sys.stderr.isatty(),
+    )
+    truth_note = (
+        f"{args.score_column!r} of {args.scores}" if args.scores else "mean over the matrix items"
+    )
+    payload = {
+        "json": json.dumps(json_ready(result.records), indent=2, allow_nan=False) + "\n",
+        "md": markdown_report(result, truth_note=truth_note) + "\n",
+    }
+    plots: dict[str, bytes] = {}
+    if not args.no_plots:
+        if matplotlib_available():
+            plots["mae_png"] = metric_vs_budget_png(
+                result.records, "mae", ylabel="MAE (score points)", title=matrix.source
+            )
+            plots["mdad_png"] = metric_vs_budget_png(
+                result.records, "mdad", ylabel="MDAD (score points)", title=matrix.source
+            )
+        else:
+            warnings.warn(
+                "matplotlib is not installed: no plots (pip install 'lmeval-microbench[plots]')",
+                stacklevel=1,
+            )
+    _write_all(paths, payload, plots)
+    print_json(
+        {
+            "report": str(paths["json"]),
+            "markdown": str(paths["md"]),
+            "plots": [str(paths[k]) for k in plots],
+            "rows": len(result.records),
+            **{k: result.info[k] for k in ("n_models", "n_items", "protocols", "seconds")},
+            "irt_fits": result.info["irt_fits"],
+        }
+    )
+    return 0
+
+
+def _write_all(paths: dict[str, Path], texts: dict[str, str], blobs: dict[str, bytes]) -> None:
+    """Write every output atomically, only after all of them were computed."""
+    from .._io import atomic_path
+
+    for key, text in texts.items():
+        with atomic_path(paths[key]) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    for key, blob in blobs.items():
+        with atomic_path(paths[key]) as tmp:
+            tmp.write_bytes(blob)

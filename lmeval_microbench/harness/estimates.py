@@ -1,0 +1,245 @@
+"""Full-benchmark estimates inside an lm-eval run: bundles by name, item scores joined by id.
+
+lm-eval hands a metric's aggregation function nothing but the list of per-document values,
+concatenated rank by rank (so in no useful order). Each value our ``process_results`` hooks
+emit is therefore an :data:`ItemScore` tuple ``(bundle name, item id, metric, score)``: the
+aggregation finds the bundle by name in this process-wide registry (filled when the task's
+documents are loaded) and joins the scores to its items by id.
+
+Missing items (``--limit``, a crashed shard) are not papered over. By default the estimate is
+NaN and a warning says how many items lack a score: the estimators and their intervals were
+calibrated on models scored on every subset item. With ``allow_missing`` (lm-eval
+``--metadata '{"microbench_allow_missing": true}'``) an IRT-based estimator skips the missing
+items and a warning names the count and says the interval is then too narrow.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._types import Estimate, ItemId
+from ..bundle import Bundle
+from ..errors import BundleError, InputError, ItemMismatchError
+from ..estimators._conformal import check_level
+from ..estimators.base import ScoreEstimator
+from ..reconstruct import bundle_estimator
+
+logger = logging.getLogger("lmeval_microbench.harness")
+
+ItemScore = tuple[str, ItemId, str, float]
+"""What a hook emits per document: ``(bundle name, item id, metric name, score)``."""
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """How a bundle's estimate is computed in a run (set from lm-eval ``--metadata``).
+
+    ``estimator`` None means the bundle's default estimator; ``level`` is the nominal coverage
+    of the interval; ``allow_missing`` lets an IRT-based estimator skip unscored items.
+    """
+
+    estimator: str | None = None
+    level: float = 0.9
+    allow_missing: bool = False
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The estimate of one run of one bundle, with how many subset items it rests on."""
+
+    bundle: str
+    estimator: str
+    n_scored: int
+    n_items: int
+    estimate: Estimate | None
+    """None when items were missing and ``allow_missing`` was off."""
+
+    @property
+    def value(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.value
+
+    @property
+    def lower(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.lower
+
+    @property
+    def upper(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.upper
+
+
+@dataclass
+class _Entry:
+    bundle: Bundle
+    options: EstimateOptions
+    estimators: dict[str | None, ScoreEstimator]
+
+
+_REGISTRY: dict[str, _Entry] = {}
+_CACHE: dict[tuple[Any, ...], RunEstimate] = {}
+
+
+# ---------------------------------------------------------------------------- registry
+def register_bundle(bundle: Bundle, options: EstimateOptions | None = None) -> None:
+    """Make ``bundle`` findable by name for the aggregation functions of this process.
+
+    Registering the same bundle again (lm-eval builds tasks more than once) only updates the
+    options; a *different* bundle under a name already taken is an error, since the scores of
+    a run could then be joined to the wrong items.
+    """
+    options = options or EstimateOptions()
+    check_options(bundle, options)
+    known = _REGISTRY.get(bundle.name)
+    if known is not None and known.bundle != bundle:
+        raise BundleError(
+            f"two different bundles named {bundle.name!r} were loaded in one process; "
+            "rename one of them (bundle names must be unique within an lm-eval run)"
+        )
+    estimators = known.estimators if known is not None else {}
+    _REGISTRY[bundle.name] = _Entry(bundle, options, estimators)
+
+
+def check_options(bundle: Bundle, options: EstimateOptions) -> None:
+    """Refuse options the bundle cannot honour, before any model is run."""
+    check_level(options.level)
+    if options.estimator is not None:
+        bundle.estimator_state(options.estimator)  # BundleError listing the stored ones
+    if options.allow_missing and not _estimator(bundle, options.estimator).supports_missing:
+        name = options.estimator or bundle.default_estimator
+        raise InputError(
+            f"bundle {bundle.name!r}: microbench_allow_missing needs an IRT-based estimator; "
+            f"{name!r} needs a score on every subset item"
+        )
+
+
+def registered_bundle(name: str) -> Bundle:
+    """The bundle registered under ``name``; a clear error when its task was never loaded."""
+    return _entry(name).bundle
+
+
+def _entry(name: str) -> _Entry:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise BundleError(
+            f"bundle {name!r} is not loaded in this process: its documents must come from the "
+            "task's custom_dataset loader (lmeval_microbench.harness.hooks.load_docs); "
+            f"loaded bundles: {sorted(_REGISTRY) or 'none'}"
+        ) from None
+
+
+def _estimator(bundle: Bundle, name: str | None) -> ScoreEstimator:
+    return bundle_estimator(bundle, name)
+
+
+def _fitted(entry: _Entry) -> ScoreEstimator:
+    name = entry.options.estimator
+    if name not in entry.estimators:
+        entry.estimators[name] = _estimator(entry.bundle, name)
+    return entry.estimators[name]
+
+
+def clear_registry() -> None:
+    """Forget every registered bundle and cached estimate (tests, long-lived sessions)."""
+    _REGISTRY.clear()
+    _CACHE.clear()
+
+
+# ---------------------------------------------------------------------------- joining
+def parse_item_scores(values: Sequence[Any]) -> tuple[str, str, dict[ItemId, float]]:
+    """Bundle name, metric and ``item id -> score`` from what the hooks emitted.
+
+    Every value must be an :data:`ItemScore` of one bundle and one metric; an item id twice
+    is an error (the same document scored twice would weigh double).
+    """
+    if not values:
+        raise ItemMismatchError("no item scores reached the estimate aggregation")
+    bundles, metrics = set(), set()
+    scores: dict[ItemId, float] = {}
+    for k, value in enumerate(values):
+        if not isinstance(value, (tuple, list)) or len(value) != 4:
+            raise InputError(
+                f"item score {k}: expected (bundle, item_id, metric, score), got {value!r}"
+            )
+        bundle_name, item, metric, score = value
+        bundles.add(bundle_name)
+        metrics.add(metric)
+        if item in scores:
+            raise ItemMismatchError(f"bundle {bundle_name!r}: item {item!r} was scored twice")
+        scores[item] = _checked_score(score, item)
+    if len(bundles) > 1 or len(metrics) > 1:
+        raise ItemMismatchError(
+            f"one aggregation received scores of bundles {sorted(bundles)} and metrics "
+            f"{sorted(metrics)}; expected exactly one of each"
+        )
+    return bundles.pop(), metrics.pop(), scores
+
+
+def _checked_score(score: Any, item: ItemId) -> float:
+    try:
+        number = float(score)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"item {item!r}: score {score!r} is not a number") from exc
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InputError(f"item {item!r}: score {score!r} is not in [0, 1]")
+    return number
+
+
+def estimate_run(values: Sequence[Any]) -> RunEstimate:
+    """Join the emitted item scores to their bundle by id and estimate the full score.
+
+    The result is cached per distinct input, so the three aggregations of a task (value,
+    lower, upper) compute it once.
+    """
+    name, metric, scores = parse_item_scores(values)
+    entry = _entry(name)
+    bundle = entry.bundle
+    if metric != bundle.metric.name:
+        raise ItemMismatchError(
+            f"bundle {name!r} estimates metric {bundle.metric.name!r}, but the task emitted "
+            f"{metric!r} scores"
+        )
+    unknown = [item for item in scores if item not in bundle.content_hashes]
+    if unknown:
+        raise ItemMismatchError(
+            f"bundle {name!r}: {len(unknown)} scored items are not in the bundle: {unknown[:5]}"
+        )
+    key = (name, entry.options, frozenset(scores.items()))
+    if key not in _CACHE:
+        _CACHE[key] = _compute(entry, scores)
+    return _CACHE[key]
+
+
+def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
+    bundle, options = entry.bundle, entry.options
+    fitted = _fitted(entry)
+    missing = [item for item in bundle.item_ids if item not in scores]
+    result = RunEstimate(bundle.name, fitted.name, len(scores), bundle.budget, None)
+    if missing and not options.allow_missing:
+        logger.warning(
+            "bundle %r: %d of %d subset items have no score (e.g. %s; was --limit used?): the "
+            "full-benchmark estimate needs every item and is reported as NaN. Run without "
+            "--limit, or pass --metadata '{\"microbench_allow_missing\": true}' to let an "
+            "IRT-based estimator skip them.",
+            bundle.name,
+            len(missing),
+            bundle.budget,
+            missing[:3],
+        )
+        return result
+    if missing:
+        logger.warning(
+            "bundle %r: estimating from %d of %d subset items (%d missing) with estimator %r: "
+            "its interval was calibrated on all %d items and is too narrow now.",
+            bundle.name,
+            len(scores),
+            bundle.budget,
+            len(missing),
+            fitted.name,
+            bundle.budget,
+        )
+    estimate = fitted.estimate(scores, level=options.level, allow_missing=bool(missing))
+    return RunEstimate(bundle.name, fitted.name, len(scores), bundle.budget, estimate)

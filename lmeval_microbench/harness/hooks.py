@@ -1,0 +1,185 @@
+"""Functions lm-eval task YAMLs reference with ``!function``: load, score, estimate.
+
+A shipped task folder holds a small generated module (``microbench_hooks.py``) that re-exports
+these functions and passes its own folder to :func:`load_docs`; the YAMLs name that module, so
+the tasks work with every lm-eval that resolves ``!function`` next to the YAML.
+
+* :func:`load_docs` (``custom_dataset``) reads the folder's ``items.jsonl``, checks every
+  document against the ``bundle.json`` beside it (ids and content hashes) and registers the
+  bundle for the aggregations. No network, no Hugging Face dataset download.
+* ``process_*`` (``process_results``) score one document exactly as the Open LLM Leaderboard's
+  lm-eval did, and emit, besides the score, an :data:`~.estimates.ItemScore` tuple for each
+  estimate metric.
+* :func:`estimate`, :func:`estimate_lower`, :func:`estimate_upper` (``aggregation``) join those
+  tuples to the bundle by item id and return the full-benchmark estimate and its interval.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bundle import load_bundle
+from ..errors import InputError
+from .docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
+from .estimates import EstimateOptions, estimate_run, register_bundle
+
+ESTIMATE_METRICS = ("estimate", "estimate_lower", "estimate_upper")
+"""Metric names under which every task reports its full-benchmark estimate and interval."""
+
+GSM8K_ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
+"""The final-answer pattern of the leaderboard's gsm8k scoring (lm-eval commit b281b09)."""
+
+PROCESSORS: dict[str, tuple[tuple[str, ...], str]] = {
+    "process_acc": (("acc",), "acc"),
+    "process_acc_norm": (("acc", "acc_norm"), "acc_norm"),
+    "process_mc1": (("mc1",), "mc1"),
+    "process_gsm8k": (("exact_match",), "exact_match"),
+}
+"""Each ``process_*`` hook: the per-item metrics it reports and the one its estimate uses."""
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+# ---------------------------------------------------------------------------- loading
+def load_docs(
+    *,
+    base_dir: str | os.PathLike[str],
+    microbench_items: str,
+    microbench_estimator: str | None = None,
+    microbench_level: float | str = 0.9,
+    microbench_allow_missing: bool | str = False,
+    **_ignored: Any,
+) -> Any:
+    """The task's documents as a ``datasets.DatasetDict`` with one ``test`` split.
+
+    ``microbench_items`` is the data folder (``bundle.json`` + ``items.jsonl``), relative to
+    ``base_dir`` (the folder of the task YAML). The other ``microbench_*`` options come from
+    lm-eval ``--metadata``; lm-eval also passes the task metadata and model arguments, which
+    are ignored.
+    """
+    import datasets
+
+    folder = Path(base_dir) / microbench_items
+    bundle = load_bundle(folder)
+    items_path = folder / ITEMS_JSONL
+    dataset = datasets.Dataset.from_list(read_docs(items_path))
+    # check the documents as lm-eval will see (and log) them, after the Arrow round trip
+    check_docs_match_bundle(bundle, list(dataset), where=str(items_path))
+    options = EstimateOptions(
+        estimator=microbench_estimator or None,
+        level=float(microbench_level),
+        allow_missing=_as_bool(microbench_allow_missing, "microbench_allow_missing"),
+    )
+    register_bundle(bundle, options)
+    return datasets.DatasetDict({"test": dataset})
+
+
+def _as_bool(value: bool | str, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE | _FALSE:
+        return text in _TRUE
+    raise InputError(f"{name}: expected true or false, got {value!r}")
+
+
+# ---------------------------------------------------------------------------- scoring
+def _estimate_values(doc: Mapping[str, Any], metric: str, score: float) -> dict[str, Any]:
+    """The :data:`~.estimates.ItemScore` tuple under each estimate metric."""
+    value = (doc["bundle"], doc["item_id"], metric, score)
+    return dict.fromkeys(ESTIMATE_METRICS, value)
+
+
+def _loglikelihoods(doc: Mapping[str, Any], results: Sequence[Any], n_choices: int) -> np.ndarray:
+    if len(results) != n_choices:
+        raise InputError(
+            f"item {doc.get('item_id')!r}: {len(results)} loglikelihoods for {n_choices} choices"
+        )
+    return np.array([float(result[0]) for result in results])
+
+
+def choice_accuracy(doc: Mapping[str, Any], results: Sequence[Any]) -> float:
+    """1.0 when the choice with the highest loglikelihood is the gold one (lm-eval ``acc``).
+
+    Multiple-input documents (winogrande: one context per option) list their contexts under
+    ``contexts``; the others their continuations under ``options``.
+    """
+    choices = doc["contexts"] if "contexts" in doc else doc["options"]
+    lls = _loglikelihoods(doc, results, len(choices))
+    return float(int(np.argmax(lls)) == int(doc["gold"]))
+
+
+def normalised_choice_accuracy(doc: Mapping[str, Any], results: Sequence[Any]) -> float:
+    """lm-eval ``acc_norm``: loglikelihood divided by the character length of each option."""
+    options = doc["options"]
+    lls = _loglikelihoods(doc, results, len(options))
+    lengths = np.array([float(len(option)) for option in options])
+    return float(int(np.argmax(lls / lengths)) == int(doc["gold"]))
+
+
+def gsm8k_final_answer(text: str) -> str | None:
+    """The number after the first ``#### `` without thousands commas; None when absent.
+
+    This is the leaderboard's rule (lm-eval commit b281b09): unlike lm-eval 0.4's
+    ``strict-match`` it keeps a trailing period, so ``#### 18.`` does not match ``18``.
+    """
+    match = GSM8K_ANSWER.search(text)
+    return None if match is None else match.group(1).strip().replace(",", "")
+
+
+def gsm8k_exact_match(doc: Mapping[str, Any], completion: str) -> float:
+    gold = gsm8k_final_answer(doc["answer"])
+    if gold is None:
+        raise InputError(f"item {doc.get('item_id')!r}: the reference answer has no '#### '")
+    return float(gsm8k_final_answer(completion) == gold)
+
+
+def process_acc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """``acc`` (mmlu, winogrande) plus the estimate tuples."""
+    acc = choice_accuracy(doc, results)
+    return {"acc": acc, **_estimate_values(doc, "acc", acc)}
+
+
+def process_acc_norm(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """``acc`` and ``acc_norm`` (arc, hellaswag); the estimate uses ``acc_norm``."""
+    acc_norm = normalised_choice_accuracy(doc, results)
+    return {
+        "acc": choice_accuracy(doc, results),
+        "acc_norm": acc_norm,
+        **_estimate_values(doc, "acc_norm", acc_norm),
+    }
+
+
+def process_mc1(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """``mc1`` (truthfulqa: the single true answer gets the highest loglikelihood)."""
+    mc1 = choice_accuracy(doc, results)
+    return {"mc1": mc1, **_estimate_values(doc, "mc1", mc1)}
+
+
+def process_gsm8k(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """``exact_match`` of the final answer (leaderboard rule, see :func:`gsm8k_final_answer`)."""
+    score = gsm8k_exact_match(doc, str(results[0]))
+    return {"exact_match": score, **_estimate_values(doc, "exact_match", score)}
+
+
+# ---------------------------------------------------------------------------- aggregation
+def estimate(values: Sequence[Any]) -> float:
+    """Estimated full-benchmark score (NaN, with a warning, when subset items are missing)."""
+    return estimate_run(values).value
+
+
+def estimate_lower(values: Sequence[Any]) -> float:
+    """Lower end of the estimate's conformal interval (nominal level: 0.9 unless set)."""
+    return estimate_run(values).lower
+
+
+def estimate_upper(values: Sequence[Any]) -> float:
+    """Upper end of the estimate's conformal interval."""
+    return estimate_run(values).upper

@@ -1,0 +1,488 @@
+"""Speed of the 2PL fit, against py-irt and girth on the same matrices, on 2 CPU threads.
+
+Matrices: the six Open LLM Leaderboard v1 matrices of ``../shared/data/openllm_v1/responses``
+(3-4k models x 58-249 items), ``psn_irt/combine.csv`` (12 models x 41,871 items, constant
+columns dropped) and a synthetic 2PL matrix (5,000 x 30,000 by default; known parameters).
+
+Every (tool, matrix) pair runs in its own subprocess with BLAS/torch limited to ``--threads``
+threads and a wall-clock ``--timeout``: the time is the fit alone (data loading excluded),
+the memory is the subprocess's peak RSS (``resource.getrusage``), reported with its RSS once
+the matrix is loaded (tracemalloc was tried and dropped: it slowed numpy fits 5-7x).
+
+Tools: ``ours`` (``IRTModel("2pl")``), ``girth`` (``girth.twopl_mml``, marginal ML) and
+``pyirt`` (py-irt ``2pl``, variational inference, default 2000 epochs). Agreement with ours:
+Pearson correlation of discriminations, difficulties b = -d / a and abilities, joined by item
+and model id; as b explodes where a slope is near 0, the Spearman rank correlation of b is
+reported too.
+
+    python tools/bench_irt.py              # full run, writes bench/irt_speed.{json,md}
+    python tools/bench_irt.py --quick      # small synthetic, psn subset, 50 py-irt epochs
+    python tools/bench_irt.py --tools ours,girth --timeout 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+OPENLLM_BENCHMARKS = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
+TOOLS = ("ours", "girth", "pyirt")
+TARGET_SECONDS = {"openllm": 1.0, "psn": 60.0, "synthetic": 60.0}
+TARGET_PEAK_GIB = 4.0
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------------------------- arguments
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data",
+                        help="the shared data folder (default: ../shared/data)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench",
+                        help="folder for irt_speed.json and irt_speed.md (default: bench/)")
+    parser.add_argument("--tools", default=",".join(TOOLS),
+                        help=f"comma-separated subset of {','.join(TOOLS)}")
+    parser.add_argument("--threads", type=int, default=2, help="BLAS / torch threads (default 2)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="wall-clock limit per (tool, matrix) run in seconds (default 900)")
+    parser.add_argument("--pyirt-epochs", type=int, default=2000,
+                        help="py-irt training epochs (default: its own default, 2000)")
+    parser.add_argument("--synthetic", default="5000x30000",
+                        help="models x items of the synthetic 2PL matrix (default 5000x30000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic matrix")
+    parser.add_argument("--quick", action="store_true",
+                        help="1000x3000 synthetic, first 5000 psn columns, 50 py-irt epochs, "
+                             "other tools on arc and mmlu only")
+    parser.add_argument("--job", help=argparse.SUPPRESS)
+    parser.add_argument("--job-out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    unknown = sorted(set(args.tools) - set(TOOLS))
+    if unknown:
+        parser.error(f"--tools: unknown {unknown}; choose from {TOOLS}")
+    try:
+        rows, cols = (int(x) for x in args.synthetic.lower().split("x"))
+    except ValueError:
+        parser.error(f"--synthetic must look like 5000x30000, got {args.synthetic!r}")
+    args.synthetic_shape = (rows, cols)
+    if args.quick:
+        args.synthetic_shape = (1000, 3000)
+        args.pyirt_epochs = min(args.pyirt_epochs, 50)
+    return args
+
+
+# ---------------------------------------------------------------------------------- jobs (child)
+def load_matrix(spec: dict[str, Any]):
+    """The matrix of a job spec, plus the true parameters for the synthetic one."""
+    import numpy as np
+    import pandas as pd
+
+    from lmeval_microbench.responses import ResponseMatrix
+
+    data = Path(spec["data"])
+    if spec["kind"] == "openllm":
+        path = data / "openllm_v1" / "responses" / f"{spec['name']}_B.parquet"
+        return ResponseMatrix.read_parquet(path), None
+    if spec["kind"] == "psn":
+        path = data / "psn_irt" / "combine.csv"
+        values = pd.read_csv(path, header=None).to_numpy(dtype=np.float64)
+        if spec.get("max_items"):
+            values = values[:, : spec["max_items"]]
+        matrix = ResponseMatrix(
+            values,
+            [f"psn_model{k}" for k in range(values.shape[0])],
+            [f"psn.{j}" for j in range(values.shape[1])],
+            source=str(path),
+        )
+        return matrix.drop_items(matrix.constant_items()), None
+    return synthetic_matrix(*spec["shape"], seed=spec["seed"])
+
+
+def synthetic_matrix(n_models: int, n_items: int, *, seed: int):
+    """A 2PL matrix drawn in row chunks as int8 (so the draw itself stays small)."""
+    import numpy as np
+    from scipy.special import expit
+
+    from lmeval_microbench.responses import ResponseMatrix
+
+    rng = np.random.default_rng(seed)
+    theta = rng.standard_normal(n_models)
+    a = np.exp(rng.normal(0.0, 0.3, n_items))
+    d = rng.normal(0.0, 1.0, n_items)
+    values = np.empty((n_models, n_items), dtype=np.int8)
+    for start in range(0, n_models, 250):
+        rows = slice(start, start + 250)
+        probs = expit(np.outer(theta[rows], a) + d)
+        values[rows] = rng.random(probs.shape) < probs
+    matrix = ResponseMatrix(
+        values,
+        [f"sim_model{k}" for k in range(n_models)],
+        [f"sim.{j}" for j in range(n_items)],
+        source=f"synthetic 2PL {n_models}x{n_items} seed {seed}",
+    )
+    return matrix, {"a": a, "b": -d / a, "theta": theta}
+
+
+def run_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Fit one matrix with one tool; returns times, ids and fitted arrays (JSON-ready)."""
+    matrix, truth = load_matrix(spec)
+    result: dict[str, Any] = {"shape": list(matrix.shape)}
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    fit = {"ours": fit_ours, "girth": fit_girth, "pyirt": fit_pyirt}[spec["tool"]]
+    result.update(fit(matrix, spec))
+    result["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    result["rss_before_fit_gib"] = rss_before
+    if truth is not None:
+        result["truth"] = {k: v.tolist() for k, v in truth.items()}
+    return result
+
+
+def fit_ours(matrix, spec: dict[str, Any]) -> dict[str, Any]:
+    import warnings
+
+    from lmeval_microbench.errors import ConvergenceWarning
+    from lmeval_microbench.irt import IRTModel
+
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = IRTModel("2pl").fit(matrix)
+    seconds = time.perf_counter() - started
+    a = model.params_.a[:, 0]
+    return {
+        "seconds": seconds,
+        "converged": bool(model.converged_),
+        "n_iter": int(model.n_iter_),
+        "item_ids": list(model.params_.item_ids),
+        "model_ids": list(model.model_ids_),
+        "a": a.tolist(),
+        "b": (-model.params_.d / a).tolist(),
+        "theta": model.abilities_[:, 0].tolist(),
+    }
+
+
+def fit_girth(matrix, spec: dict[str, Any]) -> dict[str, Any]:
+    import girth
+    import numpy as np
+
+    responses = np.asarray(matrix.values.T, dtype=int)  # girth: items x participants, no NaN
+    started = time.perf_counter()
+    out = girth.twopl_mml(responses)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "item_ids": list(matrix.item_ids),
+        "model_ids": list(matrix.model_ids),
+        "a": np.asarray(out["Discrimination"], dtype=float).tolist(),
+        "b": np.asarray(out["Difficulty"], dtype=float).tolist(),
+        "theta": np.asarray(out["Ability"], dtype=float).tolist(),
+    }
+
+
+def fit_pyirt(matrix, spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from py_irt.config import IrtConfig
+    from py_irt.dataset import Dataset
+    from py_irt.training import IrtModelTrainer
+
+    torch.set_num_threads(spec["threads"])
+    frame = matrix.to_frame().reset_index()
+    dataset = Dataset.from_pandas(frame, subject_column="model", item_columns=list(matrix.item_ids))
+    config = IrtConfig(model_type="2pl", epochs=spec["epochs"], log_every=10**9, seed=spec["seed"])
+    trainer = IrtModelTrainer(data_path=None, config=config, dataset=dataset, verbose=False)
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    params = trainer.last_params
+    return {
+        "seconds": seconds,
+        "epochs": spec["epochs"],
+        "item_ids": [params["item_ids"][k] for k in range(len(params["diff"]))],
+        "model_ids": [params["subject_ids"][k] for k in range(len(params["ability"]))],
+        "a": list(params["disc"]),
+        "b": list(params["diff"]),
+        "theta": list(params["ability"]),
+    }
+
+
+# ---------------------------------------------------------------------------------- parent
+def thread_env(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = str(threads)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def launch(spec: dict[str, Any], timeout: float, threads: int) -> dict[str, Any]:
+    """Run one job in a subprocess; timeouts and crashes become a recorded status."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "job.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--job", json.dumps(spec),
+                   "--job-out", str(out)]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, env=thread_env(threads), capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "reason": f"no result within {timeout:.0f} s (killed)"}
+        wall = time.perf_counter() - started
+        if done.returncode != 0 or not out.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return {"status": "error", "reason": " | ".join(tail) or f"exit {done.returncode}"}
+        result = json.loads(out.read_text())
+        result.update(status="ok", wall_seconds=wall)
+        return result
+
+
+def correlation(
+    ours: dict[str, Any], other: dict[str, Any], key: str, id_key: str, *, rank: bool = False
+) -> float:
+    """Pearson (or Spearman, ``rank``) correlation of ``key`` between two results, by id."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    theirs = dict(zip(other[id_key], other[key], strict=True))
+    pairs = [(v, theirs[i]) for i, v in zip(ours[id_key], ours[key], strict=True) if i in theirs]
+    if len(pairs) < 3:
+        return float("nan")
+    x, y = np.array(pairs, dtype=float).T
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    x, y = (rankdata(x[ok]), rankdata(y[ok])) if rank else (x[ok], y[ok])
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def agreement(ours: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
+    return {
+        "r_discrimination": correlation(ours, other, "a", "item_ids"),
+        "r_difficulty": correlation(ours, other, "b", "item_ids"),
+        "rho_difficulty": correlation(ours, other, "b", "item_ids", rank=True),
+        "r_ability": correlation(ours, other, "theta", "model_ids"),
+    }
+
+
+def matrix_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    base = {"data": str(args.data.resolve()), "seed": args.seed, "threads": args.threads,
+            "epochs": args.pyirt_epochs}
+    specs = [{**base, "kind": "openllm", "name": bm} for bm in OPENLLM_BENCHMARKS]
+    psn = {**base, "kind": "psn", "name": "psn_combine"}
+    if args.quick:
+        psn["max_items"] = 5000
+    specs.append(psn)
+    rows, cols = args.synthetic_shape
+    specs.append({**base, "kind": "synthetic", "name": f"synthetic_{rows}x{cols}",
+                  "shape": [rows, cols]})
+    return specs
+
+
+def compared_on(spec: dict[str, Any], tool: str, quick: bool) -> str | None:
+    """Why ``tool`` is not run on this matrix (None: run it)."""
+    if tool == "ours":
+        return None
+    if quick and spec.get("name") not in ("arc", "mmlu"):
+        return "--quick: other tools only on arc and mmlu"
+    return None
+
+
+def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from tqdm.auto import tqdm
+
+    rows: list[dict[str, Any]] = []
+    specs = matrix_specs(args)
+    jobs = [(spec, tool) for spec in specs for tool in args.tools]
+    for spec, tool in tqdm(jobs, desc="bench_irt", unit="run"):
+        reason = compared_on(spec, tool, args.quick)
+        if reason is not None:
+            rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool,
+                         "status": "skipped", "reason": reason})
+            continue
+        result = launch({**spec, "tool": tool}, args.timeout, args.threads)
+        rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool, **result})
+    attach_comparisons(rows)
+    return rows
+
+
+def attach_comparisons(rows: list[dict[str, Any]]) -> None:
+    """Time ratio and agreement of each other tool with ours (or the truth), then drop arrays."""
+    ours = {r["matrix"]: r for r in rows if r["tool"] == "ours" and r["status"] == "ok"}
+    for row in rows:
+        if row["status"] == "ok" and "truth" in row:
+            truth = {"item_ids": row["item_ids"], "model_ids": row["model_ids"], **row["truth"]}
+            row["recovery_vs_truth"] = agreement(row, truth)
+        base = ours.get(row["matrix"])
+        if row["tool"] != "ours" and row["status"] == "ok" and base is not None:
+            row["time_ratio_vs_ours"] = row["seconds"] / base["seconds"]
+            row["agreement_with_ours"] = agreement(base, row)
+    for row in rows:
+        for key in ("item_ids", "model_ids", "a", "b", "theta", "truth"):
+            row.pop(key, None)
+
+
+def machine_info(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    import scipy
+
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {"python": platform.python_version(), "numpy": np.__version__,
+                "scipy": scipy.__version__}
+    for name in ("girth", "py_irt", "torch"):
+        try:
+            module = __import__(name)
+            versions[name] = getattr(module, "__version__", "installed")
+        except ImportError:
+            versions[name] = "not installed"
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "threads_used": args.threads,
+        "load_average_start": list(os.getloadavg()),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
+
+
+# ---------------------------------------------------------------------------------- report
+def fmt(value: Any, spec: str = ".2f") -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    return format(value, spec)
+
+
+def tool_cells(row: dict[str, Any] | None) -> list[str]:
+    if row is None:
+        return ["not run", "-", "-", "-", "-"]
+    if row["status"] != "ok":
+        return [row["status"], "-", "-", "-", "-"]
+    agree = row.get("agreement_with_ours", {})
+    difficulty = (f"{fmt(agree.get('r_difficulty'), '.3f')} / "
+                  f"{fmt(agree.get('rho_difficulty'), '.3f')}")
+    return [fmt(row["seconds"], ".1f"), fmt(row.get("time_ratio_vs_ours"), ".1f") + "x",
+            fmt(agree.get("r_discrimination"), ".3f"), difficulty,
+            fmt(agree.get("r_ability"), ".3f")]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = report["results"]
+    machine = report["machine"]
+    lines = [
+        "# IRT fitting speed (2PL)",
+        "",
+        f"Command: `{report['command']}`",
+        "",
+        f"Machine: {machine['cpu_model']}, nproc {machine['nproc']}, "
+        f"{machine['threads_used']} BLAS/torch threads, load average at start "
+        f"{', '.join(f'{x:.2f}' for x in machine['load_average_start'])} / end "
+        f"{', '.join(f'{x:.2f}' for x in report['load_average_end'])} "
+        "(the machine is shared: other processes may slow every column alike). "
+        f"Versions: {', '.join(f'{k} {v}' for k, v in machine['versions'].items())}.",
+        "",
+        "Time = the fit alone, in seconds (ours includes the EAP abilities). "
+        "xours = time / our time. r(a), r(theta) = Pearson correlation with our "
+        "discriminations and abilities; r/rho(b) = Pearson / Spearman correlation with our "
+        "difficulties b = -d/a (joined by id). Reasons for runs without a result are listed "
+        "below the table.",
+        "",
+        "| matrix | models x items | ours (s) | target (s) | EM steps | girth (s) | xours "
+        "| r(a) | r/rho(b) | r(theta) | py-irt (s) | xours | r(a) | r/rho(b) | r(theta) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    matrices = list(dict.fromkeys(r["matrix"] for r in rows))
+    for name in matrices:
+        by_tool = {r["tool"]: r for r in rows if r["matrix"] == name}
+        ours = by_tool.get("ours")
+        shape = next((r["shape"] for r in by_tool.values() if r.get("shape")), None)
+        kind = next(iter(by_tool.values()))["kind"]
+        ours_cells = ["-", "-"]
+        if ours is not None and ours["status"] == "ok":
+            ours_cells = [fmt(ours["seconds"], ".2f"), fmt(ours.get("n_iter"), "d")]
+        elif ours is not None:
+            ours_cells = [f"{ours['status']}: {ours.get('reason', '')}", "-"]
+        lines.append(
+            f"| {name} | {'x'.join(str(s) for s in shape) if shape else '-'} | {ours_cells[0]} "
+            f"| < {TARGET_SECONDS[kind]:g} | {ours_cells[1]} | "
+            + " | ".join(tool_cells(by_tool.get("girth")) + tool_cells(by_tool.get("pyirt")))
+            + " |"
+        )
+    lines += ["", "Memory and recovery:", ""]
+    for row in rows:
+        if row["tool"] == "ours" and row["status"] == "ok":
+            recovery = row.get("recovery_vs_truth")
+            extra = ""
+            if recovery:
+                extra = (
+                    f"; recovery of the true parameters: r(a) "
+                    f"{recovery['r_discrimination']:.4f}, r(b) {recovery['r_difficulty']:.4f}, "
+                    f"r(theta) {recovery['r_ability']:.4f}"
+                )
+            lines.append(
+                f"- {row['matrix']}: peak RSS {row['peak_rss_gib']:.2f} GiB (after loading "
+                f"the matrix {row['rss_before_fit_gib']:.2f} GiB); converged "
+                f"{row['converged']} in {row['n_iter']} EM steps{extra}"
+            )
+    skipped = [r for r in rows if r["status"] != "ok"]
+    if skipped:
+        lines += ["", "Not run / no result:", ""]
+        lines += [f"- {r['tool']} on {r['matrix']}: {r['status']} ({r.get('reason', '')})"
+                  for r in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.job:
+        sys.path.insert(0, str(REPO))
+        result = run_job(json.loads(args.job))
+        args.job_out.write_text(json.dumps(result))
+        return 0
+    sys.path.insert(0, str(REPO))
+    from lmeval_microbench._io import atomic_path, write_json_atomic
+
+    if not (args.data / "openllm_v1").exists():
+        print(f"bench_irt: no data at {args.data} (expected openllm_v1/ and psn_irt/)",
+              file=sys.stderr)
+        return 2
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python tools/bench_irt.py", *given])
+    machine = machine_info(args)
+    started = time.perf_counter()
+    results = run_all(args)
+    report = {
+        "command": command,
+        "machine": machine,
+        "load_average_end": list(os.getloadavg()),
+        "settings": {"tools": args.tools, "threads": args.threads, "timeout_s": args.timeout,
+                     "pyirt_epochs": args.pyirt_epochs, "synthetic_shape": args.synthetic_shape,
+                     "quick": args.quick, "seed": args.seed},
+        "targets": {"seconds": TARGET_SECONDS, "synthetic_peak_gib": TARGET_PEAK_GIB},
+        "total_seconds": time.perf_counter() - started,
+        "results": results,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "irt_speed.json", report)
+    with atomic_path(args.out / "irt_speed.md") as tmp:
+        tmp.write_text(markdown(report), encoding="utf-8")
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,539 @@
+"""Build the shipped Open LLM Leaderboard v1 micro-benchmark tasks from metabench data.
+
+For each benchmark of the leaderboard (arc, hellaswag, mmlu, truthfulqa, winogrande, gsm8k):
+
+1. turn every matrix item of ``items/{bm}-secondary.parquet`` into the document the shipped
+   task runs on: the full prompt exactly as the leaderboard rendered it (few-shot examples
+   included), the continuations scored, the gold index, and the original fields;
+2. check each prompt against ``prompts/items-{bm}-B.csv`` (the leaderboard's rendering) and
+   its structure (number of shots, question at the end); any difference stops the build;
+3. select ``--budget`` items of ``responses/{bm}_B.parquet`` with ``--method``, fit IRT and
+   the estimators on the source models against their true full-benchmark score
+   (``scores/{bm}_B_scores.csv`` ``full_score_metabench``; hellaswag: the ``hellaswag``
+   column of ``open-llm-leaderboard.csv``, joined on model name), and write the bundle;
+4. write ``microbench_{bm}.yaml``, the data folder (``bundle.json`` + ``items.jsonl``), the
+   hooks shim, the ``microbench_openllm`` group, a README and the data licence notice.
+
+Rerunning with the same arguments rewrites nothing (bundles keep their creation time).
+
+    python tools/build_openllm_v1.py                      # all six, defaults below
+    python tools/build_openllm_v1.py --budget 40,mmlu=60  # default 40, mmlu 60
+    python tools/build_openllm_v1.py --benchmarks arc --out /tmp/suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lmeval_microbench._io import atomic_path
+from lmeval_microbench.build import build_bundle
+from lmeval_microbench.bundle import Bundle, DatasetCoordinates, MetricSpec
+from lmeval_microbench.collect import content_hash
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS
+from lmeval_microbench.harness import (
+    EstimateOptions,
+    GroupSpec,
+    TaskSpec,
+    write_group,
+    write_task,
+)
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.truth import align_target, read_scores
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO / ".." / "shared" / "data" / "openllm_v1"
+DEFAULT_OUT = REPO / "lmeval_microbench" / "task_configs" / "openllm_v1"
+
+# Defaults of the shipped suite; the selection benchmark will settle the final ones.
+DEFAULTS: dict[str, Any] = {
+    "method": "anchor_points",
+    "budget": 40,  # items per benchmark, unless --budget names the benchmark
+    "estimator": DEFAULT_ESTIMATOR,
+    "estimators": [DEFAULT_ESTIMATOR],  # each stored estimator adds ~70 kB per benchmark
+    "seed": 0,
+}
+
+LICENSE = "cc-by-nc-sa-4.0"
+GSM8K_STOP = [":", "Question:", "Question"]
+"""Stop sequences of the leaderboard's gsm8k (lm-eval commit b281b09), ':' included."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """How one leaderboard benchmark becomes a shipped task."""
+
+    name: str
+    shots: int
+    id_field: str
+    prompt_column: str | None
+    dataset: DatasetCoordinates
+    n_items: int
+    spec: TaskSpec
+    summary: str
+
+
+def _spec(bm: str, hook: str, alias: str, **kwargs: Any) -> TaskSpec:
+    return TaskSpec(
+        task=f"microbench_{bm}",
+        data_dir=bm,
+        output_type=kwargs.pop("output_type", "multiple_choice"),
+        process_results=hook,
+        alias=alias,
+        tags=("microbench",),
+        **kwargs,
+    )
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "arc": Benchmark(
+        "arc", 25, "metabench_idx", "alltwentyfiveshot_longprompt",
+        DatasetCoordinates("allenai/ai2_arc", "ARC-Challenge", "test"), 1172,
+        _spec("arc", "process_acc_norm", "microbench_arc (25-shot)"),
+        "ARC-Challenge, 25-shot, acc_norm",
+    ),
+    "hellaswag": Benchmark(
+        "hellaswag", 10, "metabench_idx", "alltenshot_longprompt",
+        DatasetCoordinates("Rowan/hellaswag", None, "validation"), 10042,
+        _spec("hellaswag", "process_acc_norm", "microbench_hellaswag (10-shot)"),
+        "HellaSwag, 10-shot, acc_norm",
+    ),
+    "mmlu": Benchmark(
+        "mmlu", 5, "mb_sub_idx", "allfiveshot_longprompt",
+        DatasetCoordinates("cais/mmlu", "all", "test"), 14042,
+        _spec("mmlu", "process_acc", "microbench_mmlu (5-shot)"),
+        "MMLU, 5-shot, acc (the estimate is the item-level mean; the leaderboard averaged "
+        "the 57 subjects)",
+    ),
+    "truthfulqa": Benchmark(
+        "truthfulqa", 0, "metabench_idx", None,
+        DatasetCoordinates("truthful_qa", "multiple_choice", "validation"), 817,
+        _spec("truthfulqa", "process_mc1", "microbench_truthfulqa (mc1, 0-shot)"),
+        "TruthfulQA multiple choice, 0-shot (fixed QA preamble), mc1 (the leaderboard "
+        "column is mc2)",
+    ),
+    "winogrande": Benchmark(
+        "winogrande", 5, "metabench_idx", "allfiveshot_longprompt",
+        DatasetCoordinates("winogrande", "winogrande_xl", "validation"), 1267,
+        _spec("winogrande", "process_acc", "microbench_winogrande (5-shot)",
+              multiple_input=True),
+        "WinoGrande, 5-shot, acc with partial scoring",
+    ),
+    "gsm8k": Benchmark(
+        "gsm8k", 5, "metabench_idx", "allfiveshot_longprompt",
+        DatasetCoordinates("gsm8k", "main", "test"), 1319,
+        _spec("gsm8k", "process_gsm8k", "microbench_gsm8k (5-shot)",
+              output_type="generate_until",
+              generation_kwargs={"until": GSM8K_STOP, "do_sample": False,
+                                 "temperature": 0.0, "max_gen_toks": 256}),
+        "GSM8K, 5-shot, exact match of the '#### <number>' answer (leaderboard rule)",
+    ),
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- documents
+def hellaswag_clean(text: str) -> str:
+    """HellaSwag's WikiHow markup removed the way the leaderboard's lm-eval did."""
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub(r"\[.*?\]", "", text)
+    return text.replace("  ", " ")
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays/scalars from parquet as JSON-ready Python values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _check_tail(item: str, context: str, tail: str) -> None:
+    if not context.endswith(tail):
+        raise InputError(f"{item}: the prompt does not end with the item itself: {tail[-80:]!r}")
+
+
+def arc_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    labels, texts = list(row["choices"]["label"]), list(row["choices"]["text"])
+    context = row["alltwentyfiveshot_longprompt"]
+    _check_tail(item, context, f"Question: {row['question']}\nAnswer:")
+    return {
+        "context": context,
+        "options": texts,
+        "gold": labels.index(row["answerKey"]),
+        "source": {
+            "id": row["id"],
+            "question": row["question"],
+            "choices": {"label": labels, "text": texts},
+            "answerKey": row["answerKey"],
+        },
+    }
+
+
+def hellaswag_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    context = row["alltenshot_longprompt"]
+    query = f"{row['activity_label']}: {row['ctx_a']} {row['ctx_b'].capitalize()}"
+    _check_tail(item, context, hellaswag_clean(query))
+    fields = ("ind", "activity_label", "ctx_a", "ctx_b", "ctx", "source_id", "split")
+    return {
+        "context": context,
+        "options": [hellaswag_clean(ending) for ending in row["endings"]],
+        "gold": int(row["label"]),
+        "source": {
+            **{name: _plain(row[name]) for name in fields},
+            "endings": list(row["endings"]),
+            "label": row["label"],
+        },
+    }
+
+
+def mmlu_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    letters = ["A", "B", "C", "D"]
+    context = row["allfiveshot_longprompt"]
+    listed = "".join(f"{k}. {c}\n" for k, c in zip(letters, row["choices"], strict=True))
+    _check_tail(item, context, f"{row['question'].strip()}\n{listed}Answer:")
+    return {
+        "context": context,
+        "options": letters,
+        "gold": int(row["answer"]),
+        "source": {
+            "subject": row["subject"],
+            "question": row["question"],
+            "choices": list(row["choices"]),
+            "answer": int(row["answer"]),
+        },
+    }
+
+
+def truthfulqa_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    choices = list(row["mc1_targets"]["choices"])
+    labels = [int(v) for v in row["mc1_targets"]["labels"]]
+    if labels[0] != 1 or sum(labels) != 1:
+        raise InputError(f"{item}: mc1 expects the one true answer first, labels are {labels}")
+    _check_tail(item, prompt, f"\n\nQ: {row['question']}\nA:")
+    return {
+        "context": prompt,
+        "options": choices,
+        "gold": 0,
+        "source": {
+            "question": row["question"],
+            "mc1_targets": {"choices": choices, "labels": labels},
+        },
+    }
+
+
+def winogrande_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    sentence = row["sentence"]
+    blank = sentence.index("_")
+    shots = row["allfiveshot_longprompt"].split("\n\n")
+    if shots.pop() != sentence:
+        raise InputError(f"{item}: the few-shot prompt does not end with the sentence")
+    contexts = [
+        "\n\n".join([*shots, sentence[:blank] + option])
+        for option in (row["option1"], row["option2"])
+    ]
+    return {
+        "contexts": contexts,
+        "continuation": sentence[blank + 1 :].strip(),
+        "gold": {"1": 0, "2": 1}[row["answer"]],
+        "source": {
+            "sentence": sentence,
+            "option1": row["option1"],
+            "option2": row["option2"],
+            "answer": row["answer"],
+        },
+    }
+
+
+def gsm8k_doc(item: str, row: pd.Series, prompt: str) -> dict[str, Any]:
+    context = row["allfiveshot_longprompt"]
+    _check_tail(item, context, f"Question: {row['question']}\nAnswer:")
+    return {"context": context, "answer": row["answer"], "source": {"question": row["question"]}}
+
+
+DOC_BUILDERS: dict[str, Callable[[str, pd.Series, str], dict[str, Any]]] = {
+    "arc": arc_doc,
+    "hellaswag": hellaswag_doc,
+    "mmlu": mmlu_doc,
+    "truthfulqa": truthfulqa_doc,
+    "winogrande": winogrande_doc,
+    "gsm8k": gsm8k_doc,
+}
+
+# Segments of a prompt split at blank lines: shots + the item (+ the MMLU description).
+PROMPT_SEGMENTS = {"mmlu": 7, "truthfulqa": 7}
+
+
+def rendered_prompt(doc: Mapping[str, Any]) -> str:
+    """The context lm-eval scores the gold answer after, for comparison with the CSV."""
+    return doc["contexts"][doc["gold"]] if "contexts" in doc else doc["context"]
+
+
+def build_docs(bm: Benchmark, data: Path, bundle_name: str) -> tuple[dict[str, dict], int]:
+    """Documents of every matrix item, checked against the leaderboard's prompts.
+
+    Returns the documents by item id and the number of prompts found equal to the CSV.
+    """
+    items = pd.read_parquet(data / "items" / f"{bm.name}-secondary.parquet")
+    prompts_path = data / "prompts" / f"items-{bm.name}-B.csv"
+    prompts = pd.read_csv(prompts_path, keep_default_na=False).set_index("item")["prompt"]
+    docs: dict[str, dict] = {}
+    equal = 0
+    for _, row in items.iterrows():
+        item = f"{bm.name}.{row[bm.id_field]}"
+        if item not in prompts.index:
+            raise InputError(f"{prompts_path}: no prompt for item {item!r}")
+        fields = DOC_BUILDERS[bm.name](item, row, prompts[item])
+        doc = {"item_id": item, "bundle": bundle_name, "benchmark": bm.name, **fields}
+        doc["source"] = {**_plain(doc["source"]), bm.id_field: _plain(row[bm.id_field])}
+        _check_prompt(item, rendered_prompt(doc), prompts[item], bm)
+        equal += 1
+        docs[item] = doc
+    return docs, equal
+
+
+def _check_prompt(item: str, rendered: str, expected: str, bm: Benchmark) -> None:
+    if rendered != expected:
+        at = next(
+            (k for k, (a, b) in enumerate(zip(rendered, expected, strict=False)) if a != b),
+            min(len(rendered), len(expected)),
+        )
+        raise InputError(
+            f"{item}: prompt differs from the leaderboard's at character {at}: "
+            f"{rendered[at - 40 : at + 40]!r} vs {expected[at - 40 : at + 40]!r}"
+        )
+    segments = len(rendered.split("\n\n"))
+    wanted = PROMPT_SEGMENTS.get(bm.name, bm.shots + 1)
+    if segments != wanted:
+        raise InputError(f"{item}: {segments} prompt segments, expected {wanted} ({bm.shots}-shot)")
+
+
+# ---------------------------------------------------------------------------- bundles
+def read_truth(bm: Benchmark, data: Path) -> pd.Series:
+    """True full-benchmark score per model (fractions)."""
+    if bm.name == "hellaswag":
+        return read_scores(data / "open-llm-leaderboard.csv", "hellaswag", model_column="name")
+    return read_scores(data / "scores" / f"{bm.name}_B_scores.csv", "full_score_metabench")
+
+
+def source_matrix(bm: Benchmark, data: Path, docs: Mapping[str, dict]) -> ResponseMatrix:
+    """The response matrix with each item's content hash (the hash of its document)."""
+    matrix = ResponseMatrix.read(data / "responses" / f"{bm.name}_B.parquet")
+    missing = [item for item in matrix.item_ids if item not in docs]
+    if missing:
+        raise InputError(f"{bm.name}: matrix items without a document: {missing[:5]}")
+    items = matrix.items.copy()
+    items["content_hash"] = [content_hash(docs[item]) for item in matrix.item_ids]
+    return ResponseMatrix(
+        matrix.values,
+        matrix.model_ids,
+        matrix.item_ids,
+        items=items,
+        models=matrix.models,
+        source=matrix.source,
+    )
+
+
+def make_bundle(
+    bm: Benchmark, data: Path, docs: Mapping[str, dict], args: argparse.Namespace, name: str
+) -> tuple[Bundle, int]:
+    source, target = align_target(source_matrix(bm, data, docs), read_truth(bm, data))
+    bundle = build_bundle(
+        source,
+        target,
+        name=name,
+        benchmark=bm.name,
+        method=args.method,
+        budget=args.budgets[bm.name],
+        seed=args.seed,
+        estimators=args.estimators,
+        default_estimator=args.estimator,
+        metric=MetricSpec(name=bm.spec.estimated_metric),
+        dataset=bm.dataset,
+        license=LICENSE,
+    )
+    description = (
+        f"{args.budgets[bm.name]} of the {bm.n_items} items of {bm.summary}, as the Open LLM "
+        "Leaderboard v1 ran them; selected from metabench's informative items of the benchmark "
+        f"({source.n_items}) on {source.n_models} leaderboard models."
+    )
+    return replace(bundle, description=description), source.n_models
+
+
+def bundle_name(bm: Benchmark, args: argparse.Namespace) -> str:
+    return f"openllm-v1-{bm.name}-{args.budgets[bm.name]}-{args.method}"
+
+
+# ---------------------------------------------------------------------------- suite files
+README = """\
+# Open LLM Leaderboard v1 micro-benchmarks
+
+Generated by `tools/build_openllm_v1.py`; do not edit by hand. Each task runs a small subset
+of one benchmark of the Open LLM Leaderboard v1 with the leaderboard's prompts and scoring,
+and reports, next to the subset score, the estimated score on the whole benchmark
+(`estimate`) and its {level:.0%} interval (`estimate_lower`, `estimate_upper`).
+
+    TASKS=$(python -c "import lmeval_microbench.harness as h; print(h.include_path())")
+    lm-eval run --model hf --model_args pretrained=MODEL --include_path "$TASKS" \\
+        --tasks microbench_openllm --log_samples --output_path out/
+
+| task | items | benchmark | bundle |
+|---|---|---|---|
+{rows}
+
+* Every document holds the full prompt, few-shot examples included, exactly as the
+  leaderboard rendered it (checked against the leaderboard's prompts when built), so the
+  tasks set `num_fewshot: 0`, which lm-eval never overrides: `--num_fewshot` is ignored.
+* The group's `estimate` is the unweighted mean of the six estimates.
+* The items load from `*/items.jsonl` beside each `bundle.json`: no download, and a changed
+  document fails its content hash.
+* `--limit` leaves items unscored: the estimate is then NaN with a warning, unless
+  `--metadata '{{"microbench_allow_missing": true}}'` lets an IRT-based estimator skip them.
+  `microbench_estimator` and `microbench_level` pick another stored estimator and level.
+* The estimates target the micro-averaged benchmark score: for mmlu the mean over items (the
+  leaderboard averaged subjects), for truthfulqa mc1 (the leaderboard showed mc2).
+* Prompts and continuations are the leaderboard's; the tokenisation of context and
+  continuation follows the lm-eval you run, which may differ slightly from the 2023 harness.
+
+See NOTICE.md for the licence of the items.
+"""
+
+NOTICE = """\
+# Notice: licence of the item data
+
+The documents (`*/items.jsonl`) and the item ids and parameters in `*/bundle.json` are derived
+from metabench (Kipnis et al., github.com/adkipnis/metabench), which is licensed under
+CC BY-NC-SA 4.0 (https://creativecommons.org/licenses/by-nc-sa/4.0/): these derived files are
+shared under the same licence (non-commercial, share-alike, with attribution).
+
+The questions themselves come from ARC (CC BY-SA 4.0), HellaSwag (MIT), MMLU (MIT),
+TruthfulQA (Apache-2.0), WinoGrande (CC-BY) and GSM8K (MIT); the few-shot prompts are those
+of the Open LLM Leaderboard v1 (lm-evaluation-harness, MIT). The code of lmeval-microbench is
+MIT-licensed; this notice covers the data files of this folder only.
+"""
+
+
+def write_text(path: Path, text: str) -> None:
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_readme(out: Path, built: list[tuple[Benchmark, Bundle]], level: float) -> None:
+    rows = "\n".join(
+        f"| `{bm.spec.task}` | {bundle.budget} | {bm.summary} | `{bundle.name}` |"
+        for bm, bundle in built
+    )
+    write_text(out / "README.md", README.format(level=level, rows=rows))
+    write_text(out / "NOTICE.md", NOTICE)
+
+
+# ---------------------------------------------------------------------------- main
+def parse_budgets(text: str | None, names: list[str]) -> dict[str, int]:
+    """``"40"``, ``"mmlu=60"`` or ``"40,mmlu=60"`` -> budget per benchmark."""
+    default = DEFAULTS["budget"]
+    per: dict[str, int] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, _, value = part.rpartition("=")
+        try:
+            number = int(value)
+        except ValueError:
+            raise InputError(f"--budget: {part!r} is not N or BENCHMARK=N") from None
+        if number < 1:
+            raise InputError(f"--budget: {part!r} must be positive")
+        if not key:
+            default = number
+        elif key not in BENCHMARKS:
+            raise InputError(f"--budget: unknown benchmark {key!r} (known: {list(BENCHMARKS)})")
+        else:
+            per[key] = number
+    return {name: per.get(name, default) for name in names}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="openllm_v1 data folder")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="suite folder to write")
+    parser.add_argument("--method", default=DEFAULTS["method"], help="selection method")
+    parser.add_argument(
+        "--budget", help=f"items per benchmark: N and/or BM=N, comma-separated "
+        f"(default {DEFAULTS['budget']})"
+    )  # fmt: skip
+    parser.add_argument(
+        "--estimator", default=DEFAULTS["estimator"], help="default estimator of the bundles"
+    )
+    parser.add_argument(
+        "--estimators",
+        help=f"comma-separated estimators to fit and store, or 'all' (default: "
+        f"{','.join(DEFAULTS['estimators'])})",
+    )
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="selection seed")
+    parser.add_argument(
+        "--benchmarks", default=",".join(BENCHMARKS), help="comma-separated benchmarks to build"
+    )
+    args = parser.parse_args(argv)
+    args.names = [name.strip() for name in args.benchmarks.split(",") if name.strip()]
+    unknown = [name for name in args.names if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown} (known: {list(BENCHMARKS)})")
+    args.budgets = parse_budgets(args.budget, args.names)
+    if args.estimators == "all":
+        args.estimators = list(ESTIMATORS)
+    elif args.estimators:
+        args.estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
+    else:
+        args.estimators = list(DEFAULTS["estimators"])
+    if args.estimator not in args.estimators:
+        parser.error(f"--estimator {args.estimator!r} is not among --estimators {args.estimators}")
+    if not (args.data / "responses").is_dir():
+        parser.error(f"{args.data}: not the openllm_v1 data folder (no responses/)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    built: list[tuple[Benchmark, Bundle]] = []
+    print(f"{'benchmark':<11} {'items':>5} {'prompts equal':>14} {'cv MAE':>7} {'seconds':>7}")
+    for name in args.names:
+        started = time.perf_counter()
+        bm = BENCHMARKS[name]
+        label = bundle_name(bm, args)
+        docs, equal = build_docs(bm, args.data, label)
+        bundle, _ = make_bundle(bm, args.data, docs, args, label)
+        write_task(args.out, bm.spec, bundle, [docs[item] for item in bundle.item_ids])
+        built.append((bm, bundle))
+        mae = bundle.reliability["cv_mae_source"][bundle.default_estimator]
+        print(
+            f"{name:<11} {bundle.budget:>5} {f'{equal}/{len(docs)}':>14} "
+            f"{100 * mae:>6.2f}% {time.perf_counter() - started:>7.1f}"
+        )
+    if len(built) == len(BENCHMARKS):
+        write_group(
+            args.out,
+            GroupSpec(
+                group="microbench_openllm",
+                tasks=tuple(bm.spec.task for bm, _ in built),
+                comment="The six Open LLM Leaderboard v1 micro-benchmarks; generated by "
+                "tools/build_openllm_v1.py, do not edit.",
+            ),
+        )
+        write_readme(args.out, built, EstimateOptions().level)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
