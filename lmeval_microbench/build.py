@@ -68,7 +68,7 @@ def build_bundle(
     names = list(estimators) if estimators else list(ESTIMATORS)
     if default_estimator not in names:
         raise InputError(f"default estimator {default_estimator!r} is not among {names}")
-    subset = make_selector(method).select(source, budget, seed=seed)
+    subset = make_selector(method).select(source, budget, seed=seed, target=target)
     irt = fit_source_irt(source, model=irt_model, seed=seed)
     fitted = []
     for estimator_name in tqdm(names, desc="fitting estimators", leave=False):

@@ -82,6 +82,52 @@ def medoid_indices(points: np.ndarray, labels: np.ndarray, centres: np.ndarray) 
     return np.asarray(medoids, dtype=np.intp)
 
 
+def cluster_representatives(
+    points: np.ndarray,
+    budget: int,
+    rng: np.random.Generator,
+    *,
+    n_init: int = 5,
+    max_iter: int = 100,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``budget`` medoid rows of ``points`` and the share of all rows each one stands for.
+
+    Best of ``n_init`` k-means runs (lowest inertia). When identical points leave clusters
+    empty, there are fewer medoids than ``budget``: the rest are filled with the rows farthest
+    from every chosen one, and shares then come from assigning each row to its nearest pick.
+    """
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for _ in range(n_init):
+        labels, centres = kmeans(points, budget, rng, max_iter=max_iter)
+        inertia = float(np.sum((points - centres[labels]) ** 2))
+        if best is None or inertia < best[0]:
+            best = (inertia, labels, centres)
+    assert best is not None
+    _, labels, centres = best
+    picked = medoid_indices(points, labels, centres)
+    if picked.size == budget:
+        sizes = np.bincount(labels, minlength=budget)
+        sizes = sizes[sizes > 0]
+        return picked, sizes / sizes.sum()
+    picked = _fill_farthest(points, picked, budget)
+    nearest = np.argmin(_squared_distances(points, points[picked]), axis=1)
+    sizes = np.bincount(nearest, minlength=budget)
+    return picked, sizes / sizes.sum()
+
+
+def _fill_farthest(points: np.ndarray, picked: np.ndarray, budget: int) -> np.ndarray:
+    """Add the row farthest from all picked rows until there are ``budget`` (ties: lowest row)."""
+    chosen = list(int(k) for k in picked)
+    gap = np.min(_squared_distances(points, points[chosen]), axis=1)
+    gap[chosen] = -np.inf
+    while len(chosen) < budget:
+        k = int(np.argmax(gap))
+        chosen.append(k)
+        gap = np.minimum(gap, _squared_distances(points, points[k : k + 1])[:, 0])
+        gap[chosen] = -np.inf
+    return np.asarray(chosen, dtype=np.intp)
+
+
 class AnchorPointsSelector(Selector):
     """k-means on correlation profiles of items; medoids weighted by cluster size."""
 
@@ -94,22 +140,14 @@ class AnchorPointsSelector(Selector):
     def _select(self, source: ResponseMatrix, budget: int, seed: SeedLike) -> Subset:
         rng = as_generator(seed)
         points = standardised_item_profiles(source)
-        best: tuple[float, np.ndarray, np.ndarray] | None = None
-        for _ in range(self.n_init):
-            labels, centres = kmeans(points, budget, rng, max_iter=self.max_iter)
-            inertia = float(np.sum((points - centres[labels]) ** 2))
-            if best is None or inertia < best[0]:
-                best = (inertia, labels, centres)
-        assert best is not None
-        _, labels, centres = best
-        medoids = medoid_indices(points, labels, centres)
-        sizes = np.bincount(labels, minlength=centres.shape[0])
-        sizes = sizes[sizes > 0]
+        medoids, shares = cluster_representatives(
+            points, budget, rng, n_init=self.n_init, max_iter=self.max_iter
+        )
         order = np.argsort(medoids)
         return Subset(
             tuple(source.item_ids[m] for m in medoids[order]),
-            sizes[order] / sizes.sum(),
+            shares[order],
             self.name,
             _seed_value(seed),
-            {"cluster_sizes": sizes[order].tolist()},
+            {"cluster_shares": shares[order].tolist()},
         )

@@ -26,7 +26,7 @@ from .._rng import SeedLike, as_generator
 from ..errors import InputError
 from ..irt import IRTModel
 from ..responses import ResponseMatrix
-from .anchor_points import _squared_distances, kmeans, medoid_indices
+from .anchor_points import cluster_representatives
 from .base import Selector, Subset
 from .random import _seed_value
 
@@ -67,52 +67,6 @@ def irt_item_embeddings(
             level = np.nan_to_num(np.nanmean(source.values[:, columns], axis=0), nan=0.5)
         embedding[columns, n_dims] = np.sign(level - 0.5) * extreme
     return embedding
-
-
-def cluster_representatives(
-    points: np.ndarray,
-    budget: int,
-    rng: np.random.Generator,
-    *,
-    n_init: int = 5,
-    max_iter: int = 100,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``budget`` medoid rows of ``points`` and the share of all rows each one stands for.
-
-    Best of ``n_init`` k-means runs (lowest inertia). When identical points leave clusters
-    empty, there are fewer medoids than ``budget``: the rest are filled with the rows farthest
-    from every chosen one, and shares then come from assigning each row to its nearest pick.
-    """
-    best: tuple[float, np.ndarray, np.ndarray] | None = None
-    for _ in range(n_init):
-        labels, centres = kmeans(points, budget, rng, max_iter=max_iter)
-        inertia = float(np.sum((points - centres[labels]) ** 2))
-        if best is None or inertia < best[0]:
-            best = (inertia, labels, centres)
-    assert best is not None
-    _, labels, centres = best
-    picked = medoid_indices(points, labels, centres)
-    if picked.size == budget:
-        sizes = np.bincount(labels, minlength=budget)
-        sizes = sizes[sizes > 0]
-        return picked, sizes / sizes.sum()
-    picked = _fill_farthest(points, picked, budget)
-    nearest = np.argmin(_squared_distances(points, points[picked]), axis=1)
-    sizes = np.bincount(nearest, minlength=budget)
-    return picked, sizes / sizes.sum()
-
-
-def _fill_farthest(points: np.ndarray, picked: np.ndarray, budget: int) -> np.ndarray:
-    """Add the row farthest from all picked rows until there are ``budget`` (ties: lowest row)."""
-    chosen = list(int(k) for k in picked)
-    gap = np.min(_squared_distances(points, points[chosen]), axis=1)
-    gap[chosen] = -np.inf
-    while len(chosen) < budget:
-        k = int(np.argmax(gap))
-        chosen.append(k)
-        gap = np.minimum(gap, _squared_distances(points, points[k : k + 1])[:, 0])
-        gap[chosen] = -np.inf
-    return np.asarray(chosen, dtype=np.intp)
 
 
 class TinyBenchmarksSelector(Selector):
