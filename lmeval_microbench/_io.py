@@ -12,11 +12,20 @@ from pathlib import Path
 from typing import Any
 
 
-def _default_file_mode() -> int:
-    """Mode a plain ``open(path, "w")`` would give a new file under the current umask."""
+def _current_umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
+
+
+def default_file_mode() -> int:
+    """Mode a plain ``open(path, "w")`` would give a new file under the current umask."""
+    return 0o666 & ~_current_umask()
+
+
+def default_dir_mode() -> int:
+    """Mode a plain ``mkdir`` would give a new folder (``mkdtemp`` makes 0700)."""
+    return 0o777 & ~_current_umask()
 
 
 @contextmanager
@@ -29,7 +38,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        os.chmod(tmp, _default_file_mode())  # mkstemp makes 0600; give the usual umask mode
+        os.chmod(tmp, default_file_mode())  # mkstemp makes 0600; give the usual umask mode
         os.replace(tmp, target)
     finally:
         if tmp.exists():

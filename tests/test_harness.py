@@ -31,10 +31,10 @@ from lmeval_microbench.harness import (
     TaskSpec,
     clear_registry,
     estimate_run,
+    hooks,
     register_bundle,
     write_task,
 )
-from lmeval_microbench.harness import hooks
 from lmeval_microbench.harness.docs import ITEMS_JSONL, read_docs
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.responses import ResponseMatrix
@@ -62,10 +62,23 @@ def toy_doc(item: str, k: int, bundle_name: str) -> dict[str, Any]:
     }
 
 
-def toy_bundle(name: str, *, estimators=("mean", "calibrated")) -> tuple[Bundle, list[dict]]:
+def toy_question(item: str, k: int, bundle_name: str) -> dict[str, Any]:
+    return {
+        "item_id": item,
+        "bundle": bundle_name,
+        "benchmark": "toy-math",
+        "context": f"Question: what is {k} + 1?\nAnswer:",
+        "answer": f"{k} + 1 = {k + 1}\n#### {k + 1}",
+    }
+
+
+def toy_bundle(
+    name: str, *, estimators=("mean", "calibrated"), generate: bool = False
+) -> tuple[Bundle, list[dict]]:
     """A bundle of BUDGET toy items fitted on simulated models, and its documents."""
     matrix, _ = simulate_responses(random_item_params(N_ITEMS, seed=3), N_MODELS, seed=4)
-    docs = {item: toy_doc(item, k, name) for k, item in enumerate(matrix.item_ids)}
+    make_doc = toy_question if generate else toy_doc
+    docs = {item: make_doc(item, k, name) for k, item in enumerate(matrix.item_ids)}
     items = matrix.items.copy()
     items["content_hash"] = [content_hash(docs[i]) for i in matrix.item_ids]
     source = ResponseMatrix(matrix.values, matrix.model_ids, matrix.item_ids, items=items)
@@ -78,8 +91,8 @@ def toy_bundle(name: str, *, estimators=("mean", "calibrated")) -> tuple[Bundle,
         budget=BUDGET,
         seed=0,
         estimators=list(estimators),
-        default_estimator="calibrated",
-        metric=MetricSpec(name="acc"),
+        default_estimator=estimators[-1],
+        metric=MetricSpec(name="exact_match" if generate else "acc"),
     )
     return bundle, [docs[item] for item in bundle.item_ids]
 
@@ -92,8 +105,9 @@ def toy() -> tuple[Bundle, list[dict]]:
 @pytest.fixture
 def toy_suite(tmp_path: Path, toy) -> Path:
     bundle, docs = toy
-    spec = TaskSpec(task=TASK, data_dir="toy", output_type="multiple_choice",
-                    process_results="process_acc")  # fmt: skip
+    spec = TaskSpec(
+        task=TASK, data_dir="toy", output_type="multiple_choice", process_results="process_acc"
+    )
     write_task(tmp_path / "suite", spec, bundle, docs)
     return tmp_path / "suite"
 
@@ -147,9 +161,7 @@ def test_allow_missing_estimates_from_the_scored_items_and_says_so(toy, caplog):
     values = item_scores(bundle, [1.0, 0.0, 1.0, 0.0, 0.0])[:3]
     with caplog.at_level(logging.WARNING, logger="lmeval_microbench.harness"):
         result = estimate_run(values)
-    expected = bundle_estimator(bundle).estimate(
-        {v[1]: v[3] for v in values}, allow_missing=True
-    )
+    expected = bundle_estimator(bundle).estimate({v[1]: v[3] for v in values}, allow_missing=True)
     assert result.value == pytest.approx(expected.value, abs=1e-12)
     assert "from 3 of 5 subset items (2 missing)" in caplog.text
 
@@ -261,12 +273,12 @@ def test_load_docs_refuses_an_edited_document(toy_suite):
     docs = read_docs(path)
     docs[2]["context"] = docs[2]["context"].replace("after", "before")
     path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    with pytest.raises(ItemMismatchError, match=f"{docs[2]['item_id']!r}.*hash differs"):
+    with pytest.raises(ItemMismatchError, match=f"hash differs\\): {docs[2]['item_id']!r}"):
         hooks.load_docs(base_dir=toy_suite, microbench_items="toy")
 
 
 def test_load_docs_refuses_missing_and_foreign_documents(toy_suite, toy):
-    bundle, docs = toy
+    _, docs = toy
     path = toy_suite / "toy" / ITEMS_JSONL
     path.write_text("".join(json.dumps(d) + "\n" for d in docs[1:]), encoding="utf-8")
     with pytest.raises(ItemMismatchError, match="1 subset items are missing"):
@@ -278,14 +290,16 @@ def test_load_docs_refuses_missing_and_foreign_documents(toy_suite, toy):
     with pytest.raises(BundleError, match="no bundle found"):
         hooks.load_docs(base_dir=toy_suite, microbench_items="nowhere")
     with pytest.raises(InputError, match="microbench_allow_missing"):
-        hooks.load_docs(base_dir=toy_suite, microbench_items="toy",
-                        microbench_allow_missing="perhaps")  # fmt: skip
+        hooks.load_docs(
+            base_dir=toy_suite, microbench_items="toy", microbench_allow_missing="perhaps"
+        )
 
 
 def test_write_task_refuses_a_bundle_of_another_metric(tmp_path, toy):
     bundle, docs = toy
-    spec = TaskSpec(task="t", data_dir="t", output_type="multiple_choice",
-                    process_results="process_acc_norm")  # fmt: skip
+    spec = TaskSpec(
+        task="t", data_dir="t", output_type="multiple_choice", process_results="process_acc_norm"
+    )
     with pytest.raises(InputError, match="estimates 'acc'"):
         write_task(tmp_path, spec, bundle, docs)
 
@@ -294,8 +308,9 @@ def test_write_task_is_idempotent(toy_suite, toy):
     bundle, docs = toy
     files = sorted(p for p in toy_suite.rglob("*") if p.is_file())
     before = {p: p.read_bytes() for p in files}
-    spec = TaskSpec(task=TASK, data_dir="toy", output_type="multiple_choice",
-                    process_results="process_acc")  # fmt: skip
+    spec = TaskSpec(
+        task=TASK, data_dir="toy", output_type="multiple_choice", process_results="process_acc"
+    )
     write_task(toy_suite, spec, bundle, list(reversed(docs)))
     assert {p: p.read_bytes() for p in files} == before
 
@@ -321,33 +336,35 @@ def tiny_model(tmp_path_factory) -> Path:
     ).save_pretrained(folder)
     torch.manual_seed(0)
     config = transformers.GPT2Config(
-        vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
-        bos_token_id=len(vocab) - 1, eos_token_id=len(vocab) - 1,
-    )  # fmt: skip
+        vocab_size=len(vocab),
+        n_positions=1024,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=len(vocab) - 1,
+        eos_token_id=len(vocab) - 1,
+    )
     transformers.GPT2LMHeadModel(config).save_pretrained(folder)
     return folder
 
 
-def model_args(folder: Path) -> str:
-    return f"pretrained={folder},device=cpu,dtype=float32"
+def model_args(folder: Path, *, device: bool = True) -> str:
+    return f"pretrained={folder},dtype=float32" + (",device=cpu" if device else "")
 
 
 def recomputed_estimate(samples: Path, bundle: Bundle, metric: str) -> dict[str, Any]:
     """The estimate from a samples file: collect by item id, then reconstruct."""
-    matrix = collect_samples(samples, metric=metric, id_field="item_id", model_id="tiny",
-                             progress=False)  # fmt: skip
+    matrix = collect_samples(
+        samples, metric=metric, id_field="item_id", model_id="tiny", progress=False
+    )
     (record,) = estimate_models(bundle, matrix)
     return record
 
 
 def assert_same_estimate(task_results: dict[str, Any], record: dict[str, Any]) -> None:
     assert task_results["estimate,none"] == pytest.approx(record["estimate_value"], abs=1e-12)
-    assert task_results["estimate_lower,none"] == pytest.approx(
-        record["estimate_lower"], abs=1e-12
-    )
-    assert task_results["estimate_upper,none"] == pytest.approx(
-        record["estimate_upper"], abs=1e-12
-    )
+    assert task_results["estimate_lower,none"] == pytest.approx(record["estimate_lower"], abs=1e-12)
+    assert task_results["estimate_upper,none"] == pytest.approx(record["estimate_upper"], abs=1e-12)
 
 
 def test_simple_evaluate_estimate_equals_recomputation_from_samples(
@@ -356,7 +373,10 @@ def test_simple_evaluate_estimate_equals_recomputation_from_samples(
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    bundle, _ = toy
+    bundle, docs = toy
+    # documents in another order than the bundle's items: only a join by id gets this right
+    shuffled = [docs[k] for k in (2, 4, 0, 3, 1)]
+    (toy_suite / "toy" / ITEMS_JSONL).write_text("".join(json.dumps(d) + "\n" for d in shuffled))
     results = lm_eval.simple_evaluate(
         model="hf",
         model_args=model_args(tiny_model),
@@ -366,6 +386,7 @@ def test_simple_evaluate_estimate_equals_recomputation_from_samples(
         batch_size=4,
     )
     samples = results["samples"][TASK]
+    assert [s["doc"]["item_id"] for s in samples] != list(bundle.item_ids)
     path = tmp_path / f"samples_{TASK}_2025-01-01T00-00-00.jsonl"
     path.write_text("".join(json.dumps(s, default=str) + "\n" for s in samples))
     task_results = results["results"][TASK]
@@ -378,7 +399,7 @@ def test_simple_evaluate_estimate_equals_recomputation_from_samples(
     assert task_results["estimate_stderr,none"] == "N/A"  # no bootstrap of the estimator
 
 
-def test_limit_reports_nan_with_a_warning(tiny_model, toy_suite, caplog):
+def test_limit_reports_nan_unless_missing_items_are_allowed(tiny_model, toy_suite, caplog):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -392,6 +413,52 @@ def test_limit_reports_nan_with_a_warning(tiny_model, toy_suite, caplog):
         )
     assert math.isnan(results["results"][TASK]["estimate,none"])
     assert "2 of 5 subset items have no score" in caplog.text
+    # opting in through lm-eval's --metadata reaches the loader
+    manager = TaskManager(
+        include_path=str(toy_suite),
+        include_defaults=False,
+        metadata={"microbench_allow_missing": True},
+    )
+    with caplog.at_level(logging.WARNING, logger="lmeval_microbench.harness"):
+        results = lm_eval.simple_evaluate(
+            model="hf",
+            model_args=model_args(tiny_model),
+            tasks=[TASK],
+            task_manager=manager,
+            limit=3,
+        )
+    assert math.isfinite(results["results"][TASK]["estimate,none"])
+    assert "from 3 of 5 subset items (2 missing)" in caplog.text
+
+
+def test_generate_until_task_scores_completions_and_estimates(tiny_model, tmp_path):
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    bundle, docs = toy_bundle(f"toy-math-{uuid.uuid4().hex[:8]}", generate=True)
+    spec = TaskSpec(
+        task="microbench_toy_math",
+        data_dir="toy_math",
+        output_type="generate_until",
+        process_results="process_gsm8k",
+        generation_kwargs={"until": [":", "Question:"], "do_sample": False, "max_gen_toks": 8},
+    )
+    write_task(tmp_path, spec, bundle, docs)
+    results = lm_eval.simple_evaluate(
+        model="hf",
+        model_args=model_args(tiny_model),
+        tasks=[spec.task],
+        task_manager=TaskManager(include_path=str(tmp_path), include_defaults=False),
+        log_samples=True,
+    )
+    samples = results["samples"][spec.task]
+    for sample in samples:  # our hook scored the filtered completion lm-eval logged
+        completion = sample["filtered_resps"][0]
+        assert isinstance(completion, str) and ":" not in completion
+        assert sample["exact_match"] == hooks.gsm8k_exact_match(sample["doc"], completion)
+    scores = {s["doc"]["item_id"]: s["exact_match"] for s in samples}
+    expected = bundle_estimator(bundle).estimate(scores)
+    assert results["results"][spec.task]["estimate,none"] == pytest.approx(expected.value)
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -399,8 +466,10 @@ def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     if not cli.exists():
         pytest.skip(f"lm-eval CLI not found beside {sys.executable}")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run([str(cli), "run", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    args = [*args, "--device", "cpu"]
+    done = subprocess.run(
+        [str(cli), "run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -415,11 +484,23 @@ def cli_outputs(out: Path, task: str) -> tuple[dict[str, Any], Path]:
 def test_cli_estimate_equals_recomputation_from_samples_file(tiny_model, toy_suite, tmp_path):
     out = tmp_path / "out"
     done = run_cli(
-        ["--model", "hf", "--model_args", model_args(tiny_model), "--tasks", TASK,
-         "--include_path", str(toy_suite), "--log_samples", "--output_path", str(out),
-         "--batch_size", "4"],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            model_args(tiny_model, device=False),
+            "--tasks",
+            TASK,
+            "--include_path",
+            str(toy_suite),
+            "--log_samples",
+            "--output_path",
+            str(out),
+            "--batch_size",
+            "4",
+        ],
         tmp_path,
-    )  # fmt: skip
+    )
     assert "estimate_lower" in done.stdout and "estimate_upper" in done.stdout
     task_results, samples = cli_outputs(out, TASK)
     record = recomputed_estimate(samples, load_bundle(toy_suite / "toy"), "acc")
@@ -433,11 +514,23 @@ def test_cli_shipped_truthfulqa_estimate_equals_recomputation(tiny_model, tmp_pa
     task = "microbench_truthfulqa"
     out = tmp_path / "out"
     run_cli(
-        ["--model", "hf", "--model_args", model_args(tiny_model), "--tasks", task,
-         "--include_path", str(include_path()), "--log_samples", "--output_path", str(out),
-         "--batch_size", "8"],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            model_args(tiny_model, device=False),
+            "--tasks",
+            task,
+            "--include_path",
+            str(include_path()),
+            "--log_samples",
+            "--output_path",
+            str(out),
+            "--batch_size",
+            "8",
+        ],
         tmp_path,
-    )  # fmt: skip
+    )
     task_results, samples = cli_outputs(out, task)
     bundle = load_bundle(include_path() / "openllm_v1" / "truthfulqa")
     record = recomputed_estimate(samples, bundle, "mc1")

@@ -469,9 +469,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="suite folder to write")
     parser.add_argument("--method", default=DEFAULTS["method"], help="selection method")
     parser.add_argument(
-        "--budget", help=f"items per benchmark: N and/or BM=N, comma-separated "
-        f"(default {DEFAULTS['budget']})"
-    )  # fmt: skip
+        "--budget",
+        help=f"items per benchmark: N and/or BM=N, comma-separated (default {DEFAULTS['budget']})",
+    )
     parser.add_argument(
         "--estimator", default=DEFAULTS["estimator"], help="default estimator of the bundles"
     )

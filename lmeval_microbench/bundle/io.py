@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._io import sha256_file
+from .._io import default_dir_mode, sha256_file
 from .._types import ItemId
 from ..errors import BundleError, ItemMismatchError
 from .schema import Bundle, check_version, seal, verify_payload_checksum
@@ -59,6 +59,7 @@ def save_bundle(
     _check_target(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(staging, default_dir_mode())
     try:
         files: dict[str, str] = {}
         if items is not None:

@@ -88,31 +88,26 @@ def register_bundle(bundle: Bundle, options: EstimateOptions | None = None) -> N
 
     Registering the same bundle again (lm-eval builds tasks more than once) only updates the
     options; a *different* bundle under a name already taken is an error, since the scores of
-    a run could then be joined to the wrong items.
+    a run could then be joined to the wrong items. Options the bundle cannot honour (an
+    estimator it does not store, ``allow_missing`` with one that needs every item) are
+    refused here, before any model runs.
     """
     options = options or EstimateOptions()
-    check_options(bundle, options)
+    check_level(options.level)
     known = _REGISTRY.get(bundle.name)
     if known is not None and known.bundle != bundle:
         raise BundleError(
             f"two different bundles named {bundle.name!r} were loaded in one process; "
             "rename one of them (bundle names must be unique within an lm-eval run)"
         )
-    estimators = known.estimators if known is not None else {}
-    _REGISTRY[bundle.name] = _Entry(bundle, options, estimators)
-
-
-def check_options(bundle: Bundle, options: EstimateOptions) -> None:
-    """Refuse options the bundle cannot honour, before any model is run."""
-    check_level(options.level)
-    if options.estimator is not None:
-        bundle.estimator_state(options.estimator)  # BundleError listing the stored ones
-    if options.allow_missing and not _estimator(bundle, options.estimator).supports_missing:
-        name = options.estimator or bundle.default_estimator
+    entry = _Entry(bundle, options, known.estimators if known is not None else {})
+    fitted = _fitted(entry)  # BundleError naming the stored estimators if unknown
+    if options.allow_missing and not fitted.supports_missing:
         raise InputError(
             f"bundle {bundle.name!r}: microbench_allow_missing needs an IRT-based estimator; "
-            f"{name!r} needs a score on every subset item"
+            f"{fitted.name!r} needs a score on every subset item"
         )
+    _REGISTRY[bundle.name] = entry
 
 
 def registered_bundle(name: str) -> Bundle:
@@ -131,14 +126,11 @@ def _entry(name: str) -> _Entry:
         ) from None
 
 
-def _estimator(bundle: Bundle, name: str | None) -> ScoreEstimator:
-    return bundle_estimator(bundle, name)
-
-
 def _fitted(entry: _Entry) -> ScoreEstimator:
+    """The estimator the options ask for, rebuilt from the bundle once and kept."""
     name = entry.options.estimator
     if name not in entry.estimators:
-        entry.estimators[name] = _estimator(entry.bundle, name)
+        entry.estimators[name] = bundle_estimator(entry.bundle, name)
     return entry.estimators[name]
 
 

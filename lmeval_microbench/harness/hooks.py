@@ -66,19 +66,26 @@ def load_docs(
     """
     import datasets
 
+    options = EstimateOptions(
+        estimator=microbench_estimator or None,
+        level=_as_float(microbench_level, "microbench_level"),
+        allow_missing=_as_bool(microbench_allow_missing, "microbench_allow_missing"),
+    )
     folder = Path(base_dir) / microbench_items
     bundle = load_bundle(folder)
     items_path = folder / ITEMS_JSONL
     dataset = datasets.Dataset.from_list(read_docs(items_path))
     # check the documents as lm-eval will see (and log) them, after the Arrow round trip
     check_docs_match_bundle(bundle, list(dataset), where=str(items_path))
-    options = EstimateOptions(
-        estimator=microbench_estimator or None,
-        level=float(microbench_level),
-        allow_missing=_as_bool(microbench_allow_missing, "microbench_allow_missing"),
-    )
     register_bundle(bundle, options)
     return datasets.DatasetDict({"test": dataset})
+
+
+def _as_float(value: float | str, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name}: expected a number, got {value!r}") from None
 
 
 def _as_bool(value: bool | str, name: str) -> bool:

@@ -1,0 +1,246 @@
+"""The shipped task folder: files, bundles, documents, and what lm-eval makes of them.
+
+The prompt tests load the shipped tasks with lm-eval itself and compare every request it
+builds with the prompt the Open LLM Leaderboard rendered for that item
+(``../shared/data/openllm_v1/prompts``): the context must be equal character for character.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from lmeval_microbench.bundle import load_bundle
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.harness import OPENLLM_V1_GROUP, OPENLLM_V1_TASKS, include_path
+from lmeval_microbench.harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
+from lmeval_microbench.harness.export import HOOKS_MODULE, hooks_module
+from lmeval_microbench.harness.hooks import ESTIMATE_METRICS, PROCESSORS
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = include_path() / "openllm_v1"
+BENCHMARKS = [task.removeprefix("microbench_") for task in OPENLLM_V1_TASKS]
+MULTIPLE_CHOICE = [bm for bm in BENCHMARKS if bm != "gsm8k"]
+GSM8K_STOP = [":", "Question:", "Question"]
+
+
+class _TaggedLoader(yaml.SafeLoader):
+    """Reads ``!function x.y`` as the string ``x.y`` (lm-eval resolves it; we only look)."""
+
+
+_TaggedLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+
+def task_config(bm: str) -> dict[str, Any]:
+    return yaml.load((SUITE / f"microbench_{bm}.yaml").read_text(), Loader=_TaggedLoader)
+
+
+# ---------------------------------------------------------------------------- files
+def test_the_suite_ships_inside_the_package_with_its_notice():
+    assert SUITE.is_dir() and SUITE.is_relative_to(REPO / "lmeval_microbench")
+    for task in (*OPENLLM_V1_TASKS, OPENLLM_V1_GROUP):
+        assert (SUITE / f"{task}.yaml").is_file(), task
+    assert "CC BY-NC-SA 4.0" in (SUITE / "NOTICE.md").read_text()
+    assert (SUITE / f"{HOOKS_MODULE}.py").read_text() == hooks_module()  # generated, unedited
+    group = yaml.safe_load((SUITE / f"{OPENLLM_V1_GROUP}.yaml").read_text())
+    assert group["task"] == list(OPENLLM_V1_TASKS)
+    assert group["aggregate_metric_list"] == [
+        {"metric": "estimate", "aggregation": "mean", "weight_by_size": False}
+    ]
+
+
+@pytest.mark.parametrize("bm", BENCHMARKS)
+def test_shipped_bundle_documents_and_yaml_agree(bm):
+    bundle = load_bundle(SUITE / bm)  # checksums verified
+    docs = read_docs(SUITE / bm / ITEMS_JSONL)
+    check_docs_match_bundle(bundle, docs, where=bm)  # ids and content hashes
+    assert [doc["item_id"] for doc in docs] == list(bundle.item_ids)
+    assert all(doc["benchmark"] == bm for doc in docs)
+    assert None not in bundle.content_hashes.values()
+    assert bundle.benchmark == bm and bundle.license == "cc-by-nc-sa-4.0"
+    assert bundle.dataset is not None and bundle.dataset.split is not None
+    config = task_config(bm)
+    hook = config["process_results"].removeprefix(f"{HOOKS_MODULE}.")
+    metrics, estimated = PROCESSORS[hook]
+    assert bundle.metric.name == estimated == config["metadata"]["estimated_metric"]
+    assert [m["metric"] for m in config["metric_list"]] == [*metrics, *ESTIMATE_METRICS]
+    assert config["metadata"]["bundle"] == bundle.name
+    assert config["dataset_kwargs"] == {"microbench_items": bm}
+    assert config["num_fewshot"] == 0
+
+
+# ---------------------------------------------------------------------------- lm-eval
+@pytest.fixture(scope="module")
+def task_manager():
+    pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=str(include_path()), include_defaults=False)
+
+
+@pytest.fixture(scope="module")
+def shipped(task_manager) -> dict[str, Any]:
+    return task_manager.load([OPENLLM_V1_GROUP])
+
+
+def test_lm_eval_loads_the_group_and_its_six_tasks_offline(shipped, task_manager):
+    assert set(shipped["tasks"]) == set(OPENLLM_V1_TASKS)
+    assert shipped["group_map"][OPENLLM_V1_GROUP] == list(OPENLLM_V1_TASKS)
+    assert "microbench" in task_manager.all_tags
+    for task in shipped["tasks"].values():
+        assert (
+            len(task.eval_docs)
+            == load_bundle(SUITE / task.config.dataset_kwargs["microbench_items"]).budget
+        )
+
+
+def leaderboard_prompts(shared_data: Path, bm: str) -> pd.Series:
+    path = shared_data / "openllm_v1" / "prompts" / f"items-{bm}-B.csv"
+    return pd.read_csv(path, keep_default_na=False).set_index("item")["prompt"]
+
+
+def requests_by_item(task) -> dict[str, list]:
+    task.build_all_requests(limit=None, rank=0, world_size=1)
+    grouped: dict[str, list] = {}
+    for instance in task.instances:
+        grouped.setdefault(instance.doc["item_id"], []).append(instance)
+    return {item: sorted(found, key=lambda i: i.idx) for item, found in grouped.items()}
+
+
+@pytest.mark.parametrize("bm", BENCHMARKS)
+def test_lm_eval_requests_carry_the_leaderboard_prompt(shared_data, shipped, bm):
+    task = shipped["tasks"][f"microbench_{bm}"]
+    prompts = leaderboard_prompts(shared_data, bm)
+    docs = {doc["item_id"]: doc for doc in task.eval_docs}
+    requests = requests_by_item(task)
+    assert set(requests) == set(docs)
+    equal = 0
+    for item, found in requests.items():
+        doc, expected = docs[item], prompts[item]
+        contexts = [instance.arguments[0] for instance in found]
+        if bm == "gsm8k":
+            (instance,) = found
+            assert instance.arguments[1]["until"] == GSM8K_STOP
+            equal += contexts[0] == expected
+        elif bm == "winogrande":  # one context per option, the same continuation
+            assert contexts == doc["contexts"]
+            assert {i.arguments[1] for i in found} == {" " + doc["continuation"]}
+            equal += contexts[doc["gold"]] == expected
+        else:
+            assert [i.arguments[1] for i in found] == [" " + o for o in doc["options"]]
+            equal += all(context == expected for context in contexts)
+    assert equal == len(docs) == len(requests)
+
+
+@pytest.mark.parametrize("bm", BENCHMARKS)
+def test_shipped_gold_answers_match_the_leaderboard_items(shared_data, bm):
+    items = pd.read_parquet(shared_data / "openllm_v1" / "items" / f"{bm}-secondary.parquet")
+    key = "mb_sub_idx" if bm == "mmlu" else "metabench_idx"
+    rows = {
+        f"{bm}.{value}": row for value, (_, row) in zip(items[key], items.iterrows(), strict=True)
+    }
+    for doc in read_docs(SUITE / bm / ITEMS_JSONL):
+        row = rows[doc["item_id"]]
+        if bm == "arc":
+            gold_text = row["choices"]["text"][
+                list(row["choices"]["label"]).index(row["answerKey"])
+            ]
+            assert doc["options"][doc["gold"]] == gold_text
+        elif bm == "hellaswag":
+            assert doc["gold"] == int(row["label"]) and len(doc["options"]) == 4
+        elif bm == "mmlu":
+            assert doc["gold"] == int(row["answer"])
+        elif bm == "truthfulqa":
+            assert (
+                doc["options"][doc["gold"]]
+                == row["mc1_targets"]["choices"][int(np.argmax(row["mc1_targets"]["labels"]))]
+            )
+        elif bm == "winogrande":
+            correct = row["option" + row["answer"]]
+            assert doc["contexts"][doc["gold"]].endswith(
+                row["sentence"][: row["sentence"].index("_")] + correct
+            )
+        else:
+            assert doc["answer"] == row["answer"]
+
+
+def lm_eval_default_scorer(task_manager, task_name: str, metrics: list[str]):
+    """The same task, scored by lm-eval's own multiple-choice code instead of our hook."""
+    task = task_manager.load([task_name])["tasks"][task_name]
+    task.config.process_results = None
+    task._metric_fn_list = dict.fromkeys(metrics)  # what lm-eval's scorer reads
+    return task
+
+
+@pytest.mark.parametrize("bm", MULTIPLE_CHOICE)
+def test_choice_scores_equal_lm_evals_own(task_manager, shipped, bm):
+    ours = shipped["tasks"][f"microbench_{bm}"]
+    theirs = lm_eval_default_scorer(task_manager, f"microbench_{bm}", ["acc", "acc_norm"])
+    rng = np.random.default_rng(11)
+    disagreements = 0
+    for doc in ours.eval_docs:
+        n = len(doc["contexts"] if "contexts" in doc else doc["options"])
+        results = [(float(ll), False) for ll in rng.normal(-20.0, 8.0, n)]
+        mine, reference = ours.process_results(doc, results), theirs.process_results(doc, results)
+        for metric in ("acc", "acc_norm", "mc1"):
+            if metric in mine:
+                key = "acc" if metric == "mc1" else metric
+                assert mine[metric] == reference[key], (doc["item_id"], metric)
+        disagreements += reference["acc"] != reference.get("acc_norm", reference["acc"])
+    if bm in ("arc", "hellaswag"):  # the check can tell acc from acc_norm
+        assert disagreements > 0
+
+
+# ---------------------------------------------------------------------------- rebuild
+def load_tool():
+    spec = importlib.util.spec_from_file_location(
+        "build_openllm_v1", REPO / "tools" / "build_openllm_v1.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def comparable_payload(folder: Path) -> dict[str, Any]:
+    payload = json.loads((folder / "bundle.json").read_text())
+    payload.pop("checksums")
+    payload["provenance"].pop("created")
+    return payload
+
+
+@pytest.mark.slow
+def test_rebuilding_gives_the_shipped_files(shared_data, tmp_path):
+    """The shipped folder is what the tool writes from the data (no hand edits, no drift)."""
+    tool = load_tool()
+    out = tmp_path / "suite"
+    assert tool.main(["--data", str(shared_data / "openllm_v1"), "--out", str(out)]) == 0
+    shipped_files = sorted(p.relative_to(SUITE) for p in SUITE.rglob("*") if p.is_file())
+    rebuilt_files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert rebuilt_files == shipped_files
+    for bm in BENCHMARKS:
+        assert (out / bm / ITEMS_JSONL).read_bytes() == (SUITE / bm / ITEMS_JSONL).read_bytes()
+        assert comparable_payload(out / bm) == comparable_payload(SUITE / bm), bm
+    for name in shipped_files:
+        if name.suffix in (".yaml", ".md", ".py"):
+            assert (out / name).read_text() == (SUITE / name).read_text(), name
+
+
+def test_tool_budget_argument():
+    tool = load_tool()
+    names = list(tool.BENCHMARKS)
+    assert tool.parse_budgets(None, names) == dict.fromkeys(names, tool.DEFAULTS["budget"])
+    budgets = tool.parse_budgets("30, mmlu=60", names)
+    assert budgets["mmlu"] == 60 and budgets["arc"] == 30
+    with pytest.raises(InputError, match="unknown benchmark 'bbh'"):
+        tool.parse_budgets("bbh=3", names)
+    with pytest.raises(InputError, match="must be positive"):
+        tool.parse_budgets("0", names)
