@@ -1,12 +1,27 @@
-"""Full-benchmark estimates from a bundle and the subset scores of one or many models."""
+"""Full-benchmark estimates from a bundle and the subset scores of one or many models.
+
+:func:`estimate_models` applies a bundle to a response matrix. The result types below hold
+what a reconstruction of lm-eval runs reports (:mod:`.hook` reads the runs): one
+:class:`BenchmarkEstimate` per model and benchmark, an :class:`AverageEstimate` per model
+(the leaderboard average with a conservative simultaneous interval), gathered in a
+:class:`Reconstruction` that writes JSON and a markdown table.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._types import Estimate
+from ._io import atomic_path
+from ._types import Estimate, ItemId, ModelId
 from .bundle import Bundle
 from .errors import ItemMismatchError
 from .estimators import estimator_from_state
@@ -60,3 +75,286 @@ def estimate_models(
             }
         )
     return records
+
+
+# ---------------------------------------------------------------------------- leaderboard
+OPENLLM_V1_BENCHMARKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
+"""The six benchmarks of the Open LLM Leaderboard v1, in the leaderboard's column order."""
+
+OPENLLM_V1_FULL_SIZES = {
+    "arc": 1172,
+    "hellaswag": 10042,
+    "mmlu": 14042,
+    "truthfulqa": 817,
+    "winogrande": 1267,
+    "gsm8k": 1319,
+}
+"""Items of each whole benchmark as the leaderboard ran it (test or validation split)."""
+
+
+# ---------------------------------------------------------------------------- per benchmark
+@dataclass(frozen=True)
+class BenchmarkEstimate:
+    """One model's reconstructed estimate on one benchmark."""
+
+    model: ModelId
+    benchmark: str
+    task: str
+    bundle: str
+    estimator: str
+    metric: str
+    items_scored: int
+    items_in_bundle: int
+    full_size: int | None
+    subset_mean: float
+    estimate: Estimate | None
+    """None when subset items are missing and ``allow_missing`` is off (reported as NaN)."""
+    missing: tuple[ItemId, ...] = ()
+    in_run: Mapping[str, float] | None = None
+    samples: str = ""
+
+    @property
+    def value(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.value
+
+    @property
+    def lower(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.lower
+
+    @property
+    def upper(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.upper
+
+    def to_dict(self) -> dict[str, Any]:
+        estimate = self.estimate
+        return {
+            "model": self.model,
+            "benchmark": self.benchmark,
+            "task": self.task,
+            "bundle": self.bundle,
+            "estimator": self.estimator,
+            "metric": self.metric,
+            "items_scored": self.items_scored,
+            "items_in_bundle": self.items_in_bundle,
+            "full_size": self.full_size,
+            "subset_mean": _json_float(self.subset_mean),
+            "estimate": _json_float(self.value),
+            "lower": _json_float(self.lower),
+            "upper": _json_float(self.upper),
+            "level": None if estimate is None else estimate.level,
+            "se": None if estimate is None else _json_float(estimate.se),
+            "missing_items": list(self.missing),
+            "in_run_estimate": None if self.in_run is None else dict(self.in_run),
+            "samples": self.samples,
+        }
+
+
+def _json_float(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def full_size_of(bundle: Bundle) -> int | None:
+    return (
+        OPENLLM_V1_FULL_SIZES.get(bundle.benchmark)
+        if bundle.name.startswith("openllm-v1-")
+        else None
+    )
+
+
+# ---------------------------------------------------------------------------- averages
+@dataclass(frozen=True)
+class AverageEstimate:
+    """Mean of one model's benchmark estimates, with a simultaneous (conservative) interval."""
+
+    model: ModelId
+    benchmarks: tuple[str, ...]
+    value: float
+    lower: float
+    upper: float
+    level: float
+    method: str
+    complete: bool
+    """True when the benchmarks are exactly the six of the Open LLM Leaderboard v1."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "benchmarks": list(self.benchmarks),
+            "estimate": _json_float(self.value),
+            "lower": _json_float(self.lower),
+            "upper": _json_float(self.upper),
+            "level": self.level,
+            "method": self.method,
+            "complete_openllm_v1": self.complete,
+        }
+
+
+def average_estimate(
+    model: ModelId,
+    per_benchmark: Mapping[str, BenchmarkEstimate],
+    bonferroni: Mapping[str, Estimate | None],
+    level: float,
+) -> AverageEstimate:
+    """The unweighted mean of the estimates; the interval averages Bonferroni intervals.
+
+    Each benchmark's interval is taken at level ``1 - (1 - level) / k`` (``bonferroni``):
+    all ``k`` then hold together with probability at least ``level`` whatever the
+    dependence between their errors, and when they all hold the mean of the true scores lies
+    between the means of their ends. Conservative, but valid without a joint model.
+    """
+    names = tuple(per_benchmark)
+    value = float(np.mean([per_benchmark[b].value for b in names]))
+    ends = [bonferroni[b] for b in names]
+    if any(e is None for e in ends):
+        lower = upper = math.nan
+    else:
+        lower = float(np.mean([e.lower for e in ends]))
+        upper = float(np.mean([e.upper for e in ends]))
+    return AverageEstimate(
+        model=model,
+        benchmarks=names,
+        value=value,
+        lower=lower,
+        upper=upper,
+        level=level,
+        method=f"mean of the {len(names)} estimates; interval = mean of their Bonferroni "
+        f"intervals at level {1 - (1 - level) / len(names):.4f} each",
+        complete=set(names) == set(OPENLLM_V1_BENCHMARKS),
+    )
+
+
+# ---------------------------------------------------------------------------- the result
+@dataclass
+class Reconstruction:
+    """Every reconstructed estimate of a set of lm-eval output folders."""
+
+    estimates: list[BenchmarkEstimate]
+    averages: list[AverageEstimate]
+    skipped: list[str] = field(default_factory=list)
+    """Samples files of tasks no bundle matched (``file (task)``)."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings raised while reconstructing, in order."""
+    joint: dict[ModelId, Mapping[str, Estimate]] = field(default_factory=dict)
+    """Per model, the joint estimator's outputs (benchmarks and ``"average"``) when a fitted
+    joint estimator was available and the model ran all of its benchmarks."""
+
+    @property
+    def models(self) -> list[ModelId]:
+        return sorted({e.model for e in self.estimates}, key=natural_key)
+
+    @property
+    def benchmarks(self) -> list[str]:
+        found = {e.benchmark for e in self.estimates}
+        ordered = [b for b in OPENLLM_V1_BENCHMARKS if b in found]
+        return ordered + sorted(found - set(ordered))
+
+    def get(self, model: ModelId, benchmark: str) -> BenchmarkEstimate | None:
+        return next(
+            (e for e in self.estimates if e.model == model and e.benchmark == benchmark), None
+        )
+
+    def average(self, model: ModelId) -> AverageEstimate | None:
+        return next((a for a in self.averages if a.model == model), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "models": [
+                {
+                    "model": model,
+                    "benchmarks": {
+                        bm: found.to_dict()
+                        for bm in self.benchmarks
+                        if (found := self.get(model, bm)) is not None
+                    },
+                    "average": None if (a := self.average(model)) is None else a.to_dict(),
+                    "joint": None
+                    if model not in self.joint
+                    else {
+                        out: {
+                            "estimate": _json_float(e.value),
+                            "lower": _json_float(e.lower),
+                            "upper": _json_float(e.upper),
+                            "level": e.level,
+                        }
+                        for out, e in self.joint[model].items()
+                    },
+                }
+                for model in self.models
+            ],
+            "skipped": list(self.skipped),
+            "notes": list(self.notes),
+        }
+
+    def to_markdown(self) -> str:
+        """Rows = models (natural order), columns = benchmarks then the average, in percent."""
+        benchmarks = self.benchmarks
+        joint = bool(self.joint)
+        header = ["model", *benchmarks, "average", *(["average (joint)"] if joint else [])]
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        for model in self.models:
+            cells = [model]
+            for bm in benchmarks:
+                found = self.get(model, bm)
+                cells.append("" if found is None else _cell(found.value, found.lower, found.upper))
+            average = self.average(model)
+            cells.append(
+                "" if average is None else _cell(average.value, average.lower, average.upper)
+            )
+            if joint:
+                found = self.joint.get(model, {}).get("average")
+                cells.append("" if found is None else _cell(found.value, found.lower, found.upper))
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n\n" + self._legend() + "\n"
+
+    def _legend(self) -> str:
+        parts = []
+        for bm in self.benchmarks:
+            found = next(e for e in self.estimates if e.benchmark == bm)
+            total = f" of {found.full_size:,}" if found.full_size else ""
+            parts.append(f"{bm} {found.items_in_bundle}{total}")
+        level = next((e.estimate.level for e in self.estimates if e.estimate), 0.9)
+        text = (
+            f"Estimated full-benchmark scores in percent with {level:.0%} intervals; items "
+            f"evaluated: {', '.join(parts)}."
+        )
+        if self.averages:
+            k = len(self.averages[0].benchmarks)
+            text += (
+                f" average = mean of the {k} estimates"
+                + ("" if self.averages[0].complete else " (not all six leaderboard benchmarks)")
+                + ", interval from Bonferroni intervals of each (conservative)."
+            )
+        if self.joint:
+            text += (
+                " average (joint) = the joint estimator's average, learned from all subset "
+                "answers together, with its own conformal interval."
+            )
+        return text
+
+
+def _cell(value: float, lower: float, upper: float) -> str:
+    if not math.isfinite(value):
+        return "NaN"
+    interval = f" [{100 * lower:.1f}, {100 * upper:.1f}]" if math.isfinite(lower) else ""
+    return f"{100 * value:.1f}{interval}"
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key putting ``ckpt-9`` before ``ckpt-10`` (model and checkpoint names)."""
+    parts = re.split(r"(\d+)", text)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")
+
+
+def benchmark_order(name: str) -> tuple[int, str]:
+    order = OPENLLM_V1_BENCHMARKS
+    return (order.index(name), name) if name in order else (len(order), name)
+
+
+def write_reconstruction(result: Reconstruction, path: str | os.PathLike[str]) -> Path:
+    """Write ``result`` as JSON to ``path`` and its markdown table beside it (``.md``)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    with atomic_path(path.with_suffix(".md")) as tmp:
+        tmp.write_text(result.to_markdown(), encoding="utf-8")
+    return path

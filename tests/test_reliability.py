@@ -209,9 +209,12 @@ def test_bad_plans_fail_before_any_work(synthetic, kwargs, message):
 
 def test_too_few_source_models_is_an_error(synthetic):
     matrix, truth = synthetic
-    small = matrix.select_models(matrix.model_ids[:20])
-    with pytest.raises(InputError, match="19 source models"):
-        run_reliability(small, truth[:20], estimators=["mean"], budgets=[5], progress=False)
+    from lmeval_microbench.estimators.base import MIN_SOURCE_MODELS
+
+    n = MIN_SOURCE_MODELS  # leave-one-out leaves one source model too few
+    small = matrix.select_models(matrix.model_ids[:n])
+    with pytest.raises(InputError, match=f"{n - 1} source models"):
+        run_reliability(small, truth[:n], estimators=["mean"], budgets=[5], progress=False)
 
 
 # ---------------------------------------------------------------------- end to end

@@ -10,15 +10,17 @@ ours: fastest of ``--repeats`` fits, as the machine may be shared; the others: o
 the memory is the subprocess's peak RSS (``resource.getrusage``), reported with its RSS once
 the matrix is loaded (tracemalloc was tried and dropped: it slowed numpy fits 5-7x).
 
-Tools: ``ours`` (``IRTModel("2pl")``), ``girth`` (``girth.twopl_mml``, marginal ML) and
-``pyirt`` (py-irt ``2pl``, variational inference, default 2000 epochs). Agreement with ours:
-Pearson correlation of discriminations, difficulties b = -d / a and abilities, joined by item
-and model id; as b explodes where a slope is near 0, the Spearman rank correlation of b is
-reported too.
+Tools: ``ours`` (``IRTModel("2pl")``; ``ours_1thread``: the same with one thread, as two
+spinning BLAS threads on a shared machine can be many times slower than one), ``girth``
+(``girth.twopl_mml``, marginal ML) and ``pyirt`` (py-irt ``2pl``, variational inference,
+default 2000 epochs). Agreement with ours: Pearson correlation of discriminations,
+difficulties b = -d / a and abilities, joined by item and model id; as b explodes where a
+slope is near 0, the Spearman rank correlation of b is reported too.
 
     python tools/bench_irt.py              # full run, writes bench/irt_speed.{json,md}
     python tools/bench_irt.py --quick      # small synthetic, psn subset, 50 py-irt epochs
     python tools/bench_irt.py --tools ours,girth --timeout 300
+    python tools/bench_irt.py --tools ours,ours_1thread --reuse bench/irt_speed.json
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 OPENLLM_BENCHMARKS = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
-TOOLS = ("ours", "girth", "pyirt")
+TOOLS = ("ours", "ours_1thread", "girth", "pyirt")
 TARGET_SECONDS = {"openllm": 1.0, "psn": 60.0, "synthetic": 60.0}
 TARGET_PEAK_GIB = 4.0
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="1000x3000 synthetic, first 5000 psn columns, 50 py-irt epochs, "
                              "other tools on arc and mmlu only")
+    parser.add_argument("--reuse", type=Path,
+                        help="an earlier irt_speed.json: keep its rows of the tools not given to "
+                             "--tools (e.g. rerun only ours when the slow comparators are done); "
+                             "time ratios are recomputed, the rows are labelled as reused")
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--job-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -145,7 +151,8 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
     matrix, truth = load_matrix(spec)
     result: dict[str, Any] = {"shape": list(matrix.shape)}
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    fit = {"ours": fit_ours, "girth": fit_girth, "pyirt": fit_pyirt}[spec["tool"]]
+    fit = {"ours": fit_ours, "ours_1thread": fit_ours, "girth": fit_girth,
+           "pyirt": fit_pyirt}[spec["tool"]]
     result.update(fit(matrix, spec))
     result["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     result["rss_before_fit_gib"] = rss_before
@@ -304,7 +311,7 @@ each after pandas' melt and merge): beyond this it would need more memory than t
 
 def compared_on(spec: dict[str, Any], tool: str, quick: bool) -> str | None:
     """Why ``tool`` is not run on this matrix (None: run it)."""
-    if tool == "ours":
+    if tool.startswith("ours"):
         return None
     if quick and spec.get("name") not in ("arc", "mmlu"):
         return "--quick: other tools only on arc and mmlu"
@@ -333,9 +340,32 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool,
                          "status": "skipped", "reason": reason})
             continue
-        result = launch({**spec, "tool": tool}, timeout_for(spec, args), args.threads)
+        threads = 1 if tool == "ours_1thread" else args.threads
+        result = launch({**spec, "tool": tool, "threads": threads}, timeout_for(spec, args),
+                        threads)
         rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool, **result})
+    if args.reuse is not None:
+        rows += reused_rows(args.reuse, exclude=set(args.tools))
     attach_comparisons(rows)
+    return rows
+
+
+def reused_rows(path: Path, *, exclude: set[str]) -> list[dict[str, Any]]:
+    """Rows of an earlier report for tools not rerun now, labelled with where they came from."""
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    origin = {
+        "command": earlier.get("command"),
+        "started_at": earlier.get("started_at", "not recorded"),
+        "load_average_start": earlier.get("machine", {}).get("load_average_start"),
+        "load_average_end": earlier.get("load_average_end"),
+    }
+    rows = []
+    for row in earlier.get("results", []):
+        if row["tool"] in exclude:
+            continue
+        row = {k: v for k, v in row.items() if k != "time_ratio_vs_ours"}
+        row["reused_from"] = origin
+        rows.append(row)
     return rows
 
 
@@ -343,13 +373,14 @@ def attach_comparisons(rows: list[dict[str, Any]]) -> None:
     """Time ratio and agreement of each other tool with ours (or the truth), then drop arrays."""
     ours = {r["matrix"]: r for r in rows if r["tool"] == "ours" and r["status"] == "ok"}
     for row in rows:
-        if row["status"] == "ok" and "truth" in row:
+        if row["status"] == "ok" and "truth" in row and "reused_from" not in row:
             truth = {"item_ids": row["item_ids"], "model_ids": row["model_ids"], **row["truth"]}
             row["recovery_vs_truth"] = agreement(row, truth)
         base = ours.get(row["matrix"])
         if row["tool"] != "ours" and row["status"] == "ok" and base is not None:
             row["time_ratio_vs_ours"] = row["seconds"] / base["seconds"]
-            row["agreement_with_ours"] = agreement(base, row)
+            if row["tool"] != "ours_1thread" and "reused_from" not in row:
+                row["agreement_with_ours"] = agreement(base, row)
     for row in rows:
         for key in ("item_ids", "model_ids", "a", "b", "theta", "truth"):
             row.pop(key, None)
@@ -405,6 +436,10 @@ def tool_cells(row: dict[str, Any] | None) -> list[str]:
             fmt(agree.get("r_ability"), ".3f")]
 
 
+def _loads(values: list[float] | None) -> str:
+    return "/".join(f"{x:.2f}" for x in values) if values else "not recorded"
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = report["results"]
     machine = report["machine"]
@@ -421,15 +456,18 @@ def markdown(report: dict[str, Any]) -> str:
         f"Versions: {', '.join(f'{k} {v}' for k, v in machine['versions'].items())}.",
         "",
         "Time = the fit alone, in seconds (ours: fastest of the repeats, EAP abilities "
-        "included; girth and py-irt: one run). "
+        "included; girth and py-irt: one run). Every tool runs with the same BLAS/torch "
+        "thread count; 'ours 1 thread' repeats our fit with one thread, because on a shared "
+        "machine two spinning BLAS threads can be many times slower than one. "
         "xours = time / our time. r(a), r(theta) = Pearson correlation with our "
         "discriminations and abilities; r/rho(b) = Pearson / Spearman correlation with our "
         "difficulties b = -d/a (joined by id). Reasons for runs without a result are listed "
         "below the table.",
         "",
-        "| matrix | models x items | ours (s) | target (s) | EM steps | girth (s) | xours "
-        "| r(a) | r/rho(b) | r(theta) | py-irt (s) | xours | r(a) | r/rho(b) | r(theta) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| matrix | models x items | ours (s) | target (s) | EM steps | ours 1 thread (s) "
+        "| girth (s) | xours | r(a) | r/rho(b) | r(theta) "
+        "| py-irt (s) | xours | r(a) | r/rho(b) | r(theta) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     matrices = list(dict.fromkeys(r["matrix"] for r in rows))
     for name in matrices:
@@ -442,9 +480,11 @@ def markdown(report: dict[str, Any]) -> str:
             ours_cells = [fmt(ours["seconds"], ".2f"), fmt(ours.get("n_iter"), "d")]
         elif ours is not None:
             ours_cells = [f"{ours['status']}: {ours.get('reason', '')}", "-"]
+        single = by_tool.get("ours_1thread")
+        single_cell = fmt(single["seconds"], ".2f") if single and single["status"] == "ok" else "-"
         lines.append(
             f"| {name} | {'x'.join(str(s) for s in shape) if shape else '-'} | {ours_cells[0]} "
-            f"| < {TARGET_SECONDS[kind]:g} | {ours_cells[1]} | "
+            f"| < {TARGET_SECONDS[kind]:g} | {ours_cells[1]} | {single_cell} | "
             + " | ".join(tool_cells(by_tool.get("girth")) + tool_cells(by_tool.get("pyirt")))
             + " |"
         )
@@ -464,6 +504,16 @@ def markdown(report: dict[str, Any]) -> str:
                 f"the matrix {row['rss_before_fit_gib']:.2f} GiB); converged "
                 f"{row['converged']} in {row['n_iter']} EM steps{extra}"
             )
+    reused = [r["reused_from"] for r in rows if "reused_from" in r]
+    if reused:
+        origin = reused[0]
+        tools = sorted({r["tool"] for r in rows if "reused_from" in r})
+        lines += ["", f"Rows of {', '.join(tools)} are reused from an earlier run "
+                  f"(`{origin['command']}`, started {origin['started_at']}, load average "
+                  f"{_loads(origin['load_average_start'])} at its start and "
+                  f"{_loads(origin['load_average_end'])} at its end); the other rows are "
+                  "from this run. Time ratios are against the 'ours' column; agreement values "
+                  "against our (deterministic) fit."]
     skipped = [r for r in rows if r["status"] != "ok"]
     if skipped:
         lines += ["", "Not run / no result:", ""]
@@ -489,13 +539,16 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python tools/bench_irt.py", *given])
     machine = machine_info(args)
+    started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     started = time.perf_counter()
     results = run_all(args)
     report = {
         "command": command,
+        "started_at": started_at,
         "machine": machine,
         "load_average_end": list(os.getloadavg()),
-        "settings": {"tools": args.tools, "threads": args.threads, "timeout_s": args.timeout,
+        "settings": {"tools": args.tools, "reuse": str(args.reuse) if args.reuse else None,
+                     "threads": args.threads, "timeout_s": args.timeout,
                      "timeout_large_s": args.timeout_large,
                      "pyirt_epochs": args.pyirt_epochs, "synthetic_shape": args.synthetic_shape,
                      "quick": args.quick, "seed": args.seed, "repeats": args.repeats},

@@ -16,7 +16,9 @@ SECTIONS = [
     ("irt_speed.md", "tools/bench_irt.py"),
     ("estimators.md", "tools/eval_estimators.py"),
     ("reliability.md", "tools/bench_reliability.py"),
-    ("openllm_v1_tasks.md", "tools/build_openllm_v1.py"),
+    ("ours.md", "tools/eval_ours.py"),
+    ("joint.md", "tools/eval_joint.py"),
+    ("wall_time.md", "tools/bench_wall_time.py"),
 ]
 HEADER = """# Benchmarks
 

@@ -9,9 +9,21 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import MicrobenchError
-from . import build, collect, demo, estimate, fit, publish, reliability
+from . import build, collect, demo, estimate, fit, publish, reconstruct, reliability, tasks_dir
+from . import eval as eval_command
 
-SUBCOMMANDS = (collect, fit, build, estimate, publish, demo, reliability)
+SUBCOMMANDS = (
+    collect,
+    fit,
+    build,
+    estimate,
+    reconstruct,
+    eval_command,
+    tasks_dir,
+    publish,
+    demo,
+    reliability,
+)
 
 
 def make_parser() -> argparse.ArgumentParser:

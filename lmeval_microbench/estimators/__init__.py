@@ -11,6 +11,7 @@ from .base import ScoreEstimator
 from .calibrated import CalibratedEstimator
 from .irt import GPIRTEstimator, IRTEstimator, PIRTEstimator
 from .mean import MeanEstimator
+from .ridge import KernelRidgeEstimator, RidgeEstimator
 
 ESTIMATORS: dict[str, type[ScoreEstimator]] = {
     cls.name: cls
@@ -21,6 +22,8 @@ ESTIMATORS: dict[str, type[ScoreEstimator]] = {
         PIRTEstimator,
         GPIRTEstimator,
         CalibratedEstimator,
+        RidgeEstimator,
+        KernelRidgeEstimator,
     )
 }
 """Estimator classes by their ``name``."""
@@ -52,8 +55,10 @@ __all__ = [
     "CalibratedEstimator",
     "GPIRTEstimator",
     "IRTEstimator",
+    "KernelRidgeEstimator",
     "MeanEstimator",
     "PIRTEstimator",
+    "RidgeEstimator",
     "ScoreEstimator",
     "estimator_from_state",
     "make_estimator",

@@ -18,12 +18,19 @@ without one fold of source models, predicts that fold, and the scaled held-out r
 the interval half-width. The feature map is not refitted per fold (for IRT estimators that
 would mean K extra IRT fits); with thousands of source models the optimism this leaves is
 small, and ``tools/eval_estimators.py`` measures coverage on models the fit never saw.
+
+Small matrices (a dozen models evaluated on every item of a benchmark) are fitted too, down to
+``MIN_SOURCE_MODELS``: below ``MIN_CALIBRATION_MODELS`` a line fitted on the few models would
+add more noise than it removes, so ``calibration="linear"`` falls back to ``"none"`` (with a
+warning), but only where that is right, i.e. where the target *is* the mean over the source
+matrix items; the conformal residuals are then leave-one-model-out.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,8 +50,16 @@ if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
 
 STATE_VERSION = 1
 CALIBRATIONS = ("linear", "none")
-MIN_SOURCE_MODELS = 20
-"""Fewer source models than this cannot support both a head fit and conformal residuals."""
+MIN_SOURCE_MODELS = 10
+"""Fewest usable source models an estimator is fitted on.
+
+Rule: the 90 % conformal interval needs at least 9 held-out residuals to be finite
+(``ceil((n + 1) * 0.9) <= n``); 10 keeps one model to spare. With so few models the interval
+is the largest residual, and a 95 % interval stays infinite below 19 models: honest, not
+useful, which is why a fitted calibration head needs ``MIN_CALIBRATION_MODELS``.
+"""
+MIN_CALIBRATION_MODELS = 20
+"""Fewer source models than this get no linear calibration head and leave-one-out residuals."""
 
 
 def _preview(values: list[Any], limit: int = 5) -> str:
@@ -216,6 +231,8 @@ class ScoreEstimator(ABC):
                 f"{self.name}: only {int(usable.sum())} source models of {source.source} have "
                 f"scores on {needed} subset item; at least {MIN_SOURCE_MODELS} are needed"
             )
+        if usable.sum() < MIN_CALIBRATION_MODELS and self.calibration == "linear":
+            self._drop_calibration(source, usable, target)
         self._fit_features(source, subset, irt)
         features, _ = self._features(values[usable])
         y = target[usable]
@@ -242,11 +259,46 @@ class ScoreEstimator(ABC):
             )
         return target
 
+    def _drop_calibration(
+        self, source: ResponseMatrix, usable: np.ndarray, target: np.ndarray
+    ) -> None:
+        """Switch to ``calibration="none"`` for a few source models, where that is right.
+
+        A line fitted on fewer than ``MIN_CALIBRATION_MODELS`` models is mostly noise. Without
+        it the raw estimate (subset mean, anchor sum, IRT reconstruction) is the prediction,
+        which estimates the mean over the source matrix items: right only when the target is
+        that mean (the matrix is the whole benchmark). Otherwise this raises. The switch sets
+        ``self.calibration``, so ``get_params`` and the saved state say what was fitted.
+        Estimators whose head is itself the model (``calibrated``) still fit it.
+        """
+        n_usable = int(usable.sum())
+        with np.errstate(invalid="ignore"):
+            matrix_mean = np.nanmean(source.values[usable], axis=1)
+        if not np.allclose(target[usable], matrix_mean, rtol=0.0, atol=1e-9):
+            raise InputError(
+                f"{self.name}: only {n_usable} source models of {source.source}; a calibration "
+                f"line needs at least {MIN_CALIBRATION_MODELS}. With fewer, the target must be "
+                "the mean over the matrix items (then calibration='none' is used), or pass "
+                "calibration='none' explicitly"
+            )
+        warnings.warn(
+            f"{self.name}: {n_usable} source models of {source.source} are fewer than "
+            f"{MIN_CALIBRATION_MODELS}: no calibration line (calibration='none'; the target is "
+            "the matrix mean) and leave-one-out conformal residuals",
+            stacklevel=3,
+        )
+        self.calibration = "none"
+
     def _cross_fit(self, features: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Out-of-fold predictions of the head for every source model."""
-        folds = fold_labels(target.size, self.n_folds, self.random_state)
+        """Out-of-fold predictions of the head for every source model.
+
+        Folds are leave-one-model-out below ``MIN_CALIBRATION_MODELS`` models: with K folds
+        of two or three models the heads would be fitted on noticeably fewer models.
+        """
+        n_folds = target.size if target.size < MIN_CALIBRATION_MODELS else self.n_folds
+        folds = fold_labels(target.size, n_folds, self.random_state)
         prediction = np.empty_like(target)
-        for fold in range(self.n_folds):
+        for fold in range(n_folds):
             held = folds == fold
             head = self._fit_head(features[~held], target[~held])
             prediction[held] = np.clip(self._predict_head(head, features[held]), 0.0, 1.0)

@@ -1,0 +1,119 @@
+"""``microbench reconstruct``: full-benchmark estimates from lm-eval output folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import Any
+
+from ._options import add_format, print_json
+
+EPILOG = """\
+examples:
+  lm-eval run --model hf --model_args pretrained=MODEL --tasks microbench_openllm \\
+      --include_path "$(microbench tasks-dir)" --log_samples --output_path out/
+  microbench reconstruct out/ --out estimates.json
+  microbench reconstruct ckpt-*/ --format json
+  microbench reconstruct metabench-run/ --task-map metabench_arc_secondary=arc
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "reconstruct",
+        help="estimates from the --log_samples output of lm-eval runs (many models at once)",
+        description=(
+            "Read the results_*.json and samples_*.jsonl that lm-eval wrote under each "
+            "OUTPUT_PATH (one or many models or checkpoints), join the logged documents of "
+            "every micro-benchmark task to its bundle by item id, check their content, and "
+            "recompute the full-benchmark estimates with intervals and their average. Runs "
+            "of other tasks over the same items (e.g. metabench's *_secondary tasks) are "
+            "matched by item ids or with --task-map."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", metavar="OUTPUT_PATH", help="lm-eval output folder")
+    parser.add_argument(
+        "--out", help="write the estimates as JSON to this file and a markdown table beside it"
+    )
+    add_format(parser)
+    parser.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="bundle folder, or a folder of them, besides the shipped ones (repeatable)",
+    )
+    parser.add_argument(
+        "--task-map",
+        action="append",
+        default=[],
+        metavar="TASK=BENCHMARK",
+        help="read a task's samples as items of a benchmark or bundle, e.g. "
+        "metabench_arc_secondary=arc (comma-separated, repeatable)",
+    )
+    parser.add_argument(
+        "--estimator", help="estimator stored in the bundles (default: as in the run)"
+    )
+    parser.add_argument(
+        "--level", type=float, help="interval level (default: as in the run, else 0.9)"
+    )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        default=None,
+        help="IRT estimators: estimate from the scored items when some are missing "
+        "(default: NaN, as in the run)",
+    )
+    parser.add_argument(
+        "--joint",
+        metavar="FILE",
+        help="fitted joint estimator state (JSON) for a joint average (default: joint.json of "
+        "the bundles' suite, when there is one)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def print_notes(notes: list[str]) -> None:
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..hook import ReconstructionWarning, parse_task_map, reconstruct_runs
+    from ..reconstruct import write_reconstruction
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReconstructionWarning)  # printed below, once each
+        result = reconstruct_runs(
+            args.paths,
+            bundles=args.bundle,
+            task_map=parse_task_map(args.task_map),
+            estimator=args.estimator,
+            level=args.level,
+            allow_missing=args.allow_missing,
+            joint=args.joint,
+            progress=not args.quiet,
+        )
+    print_notes(result.notes)
+    if args.format == "json":
+        print_json(result.to_dict())
+    else:
+        print(result.to_markdown(), end="")
+        report_skipped(result.skipped)
+    if args.out:
+        path = write_reconstruction(result, args.out)
+        print(f"wrote {path} and {path.with_suffix('.md')}", file=sys.stderr)
+    return 0
+
+
+def report_skipped(skipped: list[Any]) -> None:
+    if skipped:
+        print(
+            f"\n{len(skipped)} samples files of other tasks were skipped: "
+            + ", ".join(str(s) for s in skipped[:5])
+            + (" ..." if len(skipped) > 5 else "")
+        )
