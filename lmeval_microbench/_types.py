@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 ItemId = str
@@ -34,3 +35,25 @@ class Estimate:
             "level": self.level,
             "se": self.se,
         }
+
+
+class MaybeEstimated:
+    """Mixin of results whose ``estimate`` may be None (items missing): NaN ends then.
+
+    Tables and lm-eval's aggregations want numbers, not None, for a run that could not be
+    estimated; the mixin gives them NaN while ``estimate`` keeps the distinction.
+    """
+
+    estimate: Estimate | None
+
+    @property
+    def value(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.value
+
+    @property
+    def lower(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.lower
+
+    @property
+    def upper(self) -> float:
+        return math.nan if self.estimate is None else self.estimate.upper

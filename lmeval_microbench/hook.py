@@ -745,7 +745,11 @@ def _reconstruct(
     _note_in_run_differences(estimates)
     result = Reconstruction(estimates, _averages(scored, estimates, options), skipped)
     if joint_path is not None:
-        result.joint = joint_estimates(load_joint(joint_path), scored, index, options)
+        # a joint state found beside the bundles serves the runs of all its benchmarks and
+        # stays silent otherwise; one the user named warns for every model it cannot serve
+        result.joint = joint_estimates(
+            load_joint(joint_path), scored, index, options, warn_incomplete=joint is not None
+        )
     return result
 
 
@@ -857,9 +861,17 @@ def _check_joint_subsets(joint: Any, index: BundleIndex) -> None:
 
 
 def joint_estimates(
-    joint: Any, scored: Sequence[TaskScores], index: BundleIndex, options: ReconstructOptions
+    joint: Any,
+    scored: Sequence[TaskScores],
+    index: BundleIndex,
+    options: ReconstructOptions,
+    *,
+    warn_incomplete: bool = True,
 ) -> dict[ModelId, Mapping[str, Estimate]]:
-    """The joint estimator's outputs for every model that ran all its benchmarks in full."""
+    """The joint estimator's outputs for every model that ran all its benchmarks in full.
+
+    Other models get none; ``warn_incomplete`` says so in a warning per model.
+    """
     _check_joint_subsets(joint, index)
     level = options.level if options.level is not None else 0.9
     scores: dict[ModelId, dict[ItemId, float]] = defaultdict(dict)
@@ -872,10 +884,11 @@ def joint_estimates(
     for model, found in scores.items():
         lacking = sorted(set(joint.benchmarks_) - benchmarks[model])
         if lacking:
-            _warn(
-                f"model {model!r}: no joint estimate (benchmarks {lacking} not run in full); "
-                "the per-benchmark estimates and their average stand"
-            )
+            if warn_incomplete:
+                _warn(
+                    f"model {model!r}: no joint estimate (benchmarks {lacking} not run in "
+                    "full); the per-benchmark estimates and their average stand"
+                )
             continue
         out[model] = dict(joint.estimate(found, level=level))
     return out

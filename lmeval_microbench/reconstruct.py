@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._io import atomic_path
-from ._types import Estimate, ItemId, ModelId
+from ._types import Estimate, ItemId, MaybeEstimated, ModelId
 from .bundle import Bundle
 from .errors import ItemMismatchError
 from .estimators import estimator_from_state
@@ -94,7 +94,7 @@ OPENLLM_V1_FULL_SIZES = {
 
 # ---------------------------------------------------------------------------- per benchmark
 @dataclass(frozen=True)
-class BenchmarkEstimate:
+class BenchmarkEstimate(MaybeEstimated):
     """One model's reconstructed estimate on one benchmark."""
 
     model: ModelId
@@ -112,18 +112,6 @@ class BenchmarkEstimate:
     missing: tuple[ItemId, ...] = ()
     in_run: Mapping[str, float] | None = None
     samples: str = ""
-
-    @property
-    def value(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.value
-
-    @property
-    def lower(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.lower
-
-    @property
-    def upper(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.upper
 
     def to_dict(self) -> dict[str, Any]:
         estimate = self.estimate

@@ -42,6 +42,7 @@ def infer_item_metadata(item_ids: Sequence[ItemId]) -> pd.DataFrame:
     return pd.DataFrame(
         {"benchmark": benchmarks, "stratum": strata, "content_hash": [None] * len(item_ids)},
         index=pd.Index(list(item_ids), name="item_id"),
+        dtype=object,  # None stays None (pandas 3 would make these str columns with NaN)
     )
 
 
@@ -252,6 +253,25 @@ class ResponseMatrix:
         items.loc[present] = self.items.loc[present, list(ITEM_FIELDS)].to_numpy()
         return ResponseMatrix(
             values, self.model_ids, item_ids, items=items, models=self.models, source=self.source
+        )
+
+    def with_content_hashes(self, hashes: Sequence[str | None]) -> ResponseMatrix:
+        """The same scores with ``items["content_hash"]`` replaced, one hash per item in order.
+
+        Used when the documents a subset will run differ in form from the ones collected (the
+        shipped tasks render each item's whole prompt), so the bundle must record theirs.
+        """
+        if len(hashes) != self.n_items:
+            raise InputError(f"{len(hashes)} content hashes for {self.n_items} items")
+        items = self.items.copy()
+        items["content_hash"] = list(hashes)
+        return ResponseMatrix(
+            self.values,
+            self.model_ids,
+            self.item_ids,
+            items=items,
+            models=self.models,
+            source=self.source,
         )
 
     def drop_items(self, item_ids: Iterable[ItemId]) -> ResponseMatrix:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import test_harness
 
+from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli import eval as eval_command
 from lmeval_microbench.cli.app import main, make_parser
 from lmeval_microbench.harness import OPENLLM_V1_GROUP, include_path
@@ -97,5 +98,6 @@ def test_eval_runs_lm_eval_and_prints_the_estimates(tiny_model, tmp_path, capfd,
     lower, upper = interval.rstrip("]").split(", ")
     expected = [100 * in_run[f"{k},none"] for k in ("estimate", "estimate_lower", "estimate_upper")]
     assert [float(value), float(lower), float(upper)] == pytest.approx(expected, abs=0.051)
-    assert "truthfulqa 40 of 817" in captured.out
+    budget = load_bundle(include_path() / "openllm_v1" / "truthfulqa").budget
+    assert f"truthfulqa {budget} of 817" in captured.out
     assert "the run reported estimate" not in captured.err  # recomputed = in-run

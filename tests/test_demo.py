@@ -14,9 +14,11 @@ import sys
 
 import pytest
 
+from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli import demo
 from lmeval_microbench.cli.app import main, make_parser
 from lmeval_microbench.errors import InputError
+from lmeval_microbench.harness import include_path
 from lmeval_microbench.hook import reconstruct_runs
 
 
@@ -73,6 +75,10 @@ def smollm2() -> dict[str, str]:
         pytest.skip(str(exc))
 
 
+def shipped_budget(bm: str) -> int:
+    return load_bundle(include_path() / "openllm_v1" / bm).budget
+
+
 @pytest.mark.slow
 def test_smollm2_in_run_estimates_equal_the_reconstruction(smollm2, tmp_path, capsys):
     out = tmp_path / "run"
@@ -81,7 +87,9 @@ def test_smollm2_in_run_estimates_equal_the_reconstruction(smollm2, tmp_path, ca
     )
     assert demo.run_model(args) == 0
     printed = capsys.readouterr().out
-    assert "winogrande | 40 of 1,267" in printed and "truthfulqa | 40 of 817" in printed
+    budgets = {bm: shipped_budget(bm) for bm in ("winogrande", "truthfulqa")}
+    assert f"winogrande | {budgets['winogrande']} of 1,267" in printed
+    assert f"truthfulqa | {budgets['truthfulqa']} of 817" in printed
     assert "| NO |" not in printed and "wall time:" in printed
     result = reconstruct_runs(out, progress=False)
     assert result.notes == []  # no missing item, no changed document, no disagreement
@@ -89,7 +97,7 @@ def test_smollm2_in_run_estimates_equal_the_reconstruction(smollm2, tmp_path, ca
     assert model == smollm2["pretrained"]
     for bm in ("winogrande", "truthfulqa"):
         found = result.get(model, bm)
-        assert found.items_scored == 40 and found.missing == ()
+        assert found.items_scored == budgets[bm] and found.missing == ()
         (path,) = _results_for(out, bm)
         in_run = json.loads(path.read_text())["results"][f"microbench_{bm}"]
         assert in_run["estimate,none"] == pytest.approx(found.value, abs=1e-12)

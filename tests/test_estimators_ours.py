@@ -20,6 +20,7 @@ from lmeval_microbench.estimators.ridge import (
     guard_weight,
     hamming,
     line_with_loo,
+    thin_svd,
 )
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
@@ -345,3 +346,15 @@ def test_real_mmlu_all_items(shared_data: Path, protocol: str) -> None:
     else:  # the calibrated spline head: MAE 5 points, coverage 0.22 on this split
         assert max(errors.values()) < 3.0
         assert min(coverage.values()) >= 0.85
+
+
+@pytest.mark.parametrize("shape", [(60, 8), (8, 60)])
+def test_thin_svd_reconstructs_tall_and_wide_matrices(shape):
+    """Wide designs (few models, many items) go through the small Gram matrix of the rows."""
+    matrix = np.random.default_rng(0).normal(size=shape)
+    u, s, vt = thin_svd(matrix)
+    rank = min(shape)
+    assert u.shape == (shape[0], rank) and s.shape == (rank,) and vt.shape == (rank, shape[1])
+    np.testing.assert_allclose((u * s) @ vt, matrix, atol=1e-10)
+    np.testing.assert_allclose(u.T @ u, np.eye(rank), atol=1e-10)
+    np.testing.assert_allclose(vt @ vt.T, np.eye(rank), atol=1e-10)

@@ -390,8 +390,13 @@ def test_joint_average_comes_from_the_suites_joint_estimator(tmp_path, suite, to
     for k, bm in enumerate(("toya", "toyb")):
         union.update(run_of(out, "full", toys[bm], seed=20 + k))
     run_of(out, "half", toys["toya"], seed=30)
-    with pytest.warns(ReconstructionWarning, match=r"'half': no joint estimate \(benchmarks"):
+    with warnings.catch_warnings(record=True) as caught:  # found beside the bundles: quiet
+        warnings.simplefilter("always")
         result = reconstruct_runs(out, bundles=[suite], progress=False)
+    assert not [w for w in caught if "no joint estimate" in str(w.message)]
+    with pytest.warns(ReconstructionWarning, match=r"'half': no joint estimate \(benchmarks"):
+        named = reconstruct_runs(out, bundles=[suite], joint=suite / "joint.json", progress=False)
+    assert set(named.joint) == {"full"}
     expected = JointEstimator.from_state(joint_state).estimate(union)
     assert set(result.joint) == {"full"}
     for output in ("toya", "toyb", "average"):

@@ -300,3 +300,13 @@ def test_real_matrix_round_trip_is_stable(shared_data, tmp_path):
     )
     matrix.to_parquet(tmp_path / "arc.parquet")
     assert ResponseMatrix.read(tmp_path / "arc.parquet").fingerprint() == first
+
+
+def test_with_content_hashes_replaces_only_the_hashes(small):
+    hashed = small.with_content_hashes(["a", "b", "c", "d"])
+    assert hashed.items["content_hash"].tolist() == ["a", "b", "c", "d"]
+    assert small.items["content_hash"].tolist() == ["h1", "h2", "h3", "h4"]  # unchanged
+    np.testing.assert_array_equal(hashed.values, small.values)
+    assert hashed.strata().tolist() == small.strata().tolist()
+    with pytest.raises(InputError, match="3 content hashes for 4 items"):
+        small.with_content_hashes(["a", "b", "c"])

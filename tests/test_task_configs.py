@@ -7,6 +7,7 @@ builds with the prompt the Open LLM Leaderboard rendered for that item
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import sys
@@ -24,6 +25,7 @@ from lmeval_microbench.harness import OPENLLM_V1_GROUP, OPENLLM_V1_TASKS, includ
 from lmeval_microbench.harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
 from lmeval_microbench.harness.export import HOOKS_MODULE, hooks_module
 from lmeval_microbench.harness.hooks import ESTIMATE_METRICS, PROCESSORS
+from lmeval_microbench.hook import JOINT_FILE, load_joint
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = include_path() / "openllm_v1"
@@ -217,6 +219,22 @@ def comparable_payload(folder: Path) -> dict[str, Any]:
     return payload
 
 
+def assert_same_up_to_rounding(rebuilt: Any, shipped: Any, where: str = "") -> None:
+    """Equal structure and strings; floats may differ in the last bits between CPUs and BLAS."""
+    if isinstance(shipped, float) or isinstance(rebuilt, float):
+        assert rebuilt == pytest.approx(shipped, rel=1e-7, abs=1e-10), where
+    elif isinstance(shipped, dict):
+        assert isinstance(rebuilt, dict) and rebuilt.keys() == shipped.keys(), where
+        for key in shipped:
+            assert_same_up_to_rounding(rebuilt[key], shipped[key], f"{where}.{key}")
+    elif isinstance(shipped, list):
+        assert isinstance(rebuilt, list) and len(rebuilt) == len(shipped), where
+        for i, (a, b) in enumerate(zip(rebuilt, shipped, strict=True)):
+            assert_same_up_to_rounding(a, b, f"{where}[{i}]")
+    else:
+        assert rebuilt == shipped, where
+
+
 @pytest.mark.slow
 def test_rebuilding_gives_the_shipped_files(shared_data, tmp_path):
     """The shipped folder is what the tool writes from the data (no hand edits, no drift)."""
@@ -228,7 +246,10 @@ def test_rebuilding_gives_the_shipped_files(shared_data, tmp_path):
     assert rebuilt_files == shipped_files
     for bm in BENCHMARKS:
         assert (out / bm / ITEMS_JSONL).read_bytes() == (SUITE / bm / ITEMS_JSONL).read_bytes()
-        assert comparable_payload(out / bm) == comparable_payload(SUITE / bm), bm
+        rebuilt, shipped = comparable_payload(out / bm), comparable_payload(SUITE / bm)
+        assert_same_up_to_rounding(rebuilt, shipped, bm)
+    joint = [json.loads((folder / JOINT_FILE).read_text()) for folder in (out, SUITE)]
+    assert_same_up_to_rounding(*joint, JOINT_FILE)
     for name in shipped_files:
         if name.suffix in (".yaml", ".md", ".py"):
             assert (out / name).read_text() == (SUITE / name).read_text(), name
@@ -236,11 +257,71 @@ def test_rebuilding_gives_the_shipped_files(shared_data, tmp_path):
 
 def test_tool_budget_argument():
     tool = load_tool()
-    names = list(tool.BENCHMARKS)
-    assert tool.parse_budgets(None, names) == dict.fromkeys(names, tool.DEFAULTS["budget"])
-    budgets = tool.parse_budgets("30, mmlu=60", names)
-    assert budgets["mmlu"] == 60 and budgets["arc"] == 30
+    defaults = {"arc": 50, "mmlu": 25, "gsm8k": 249}
+    assert tool.parse_budgets(None, defaults) == defaults
+    assert tool.parse_budgets("mmlu=60", defaults) == {"arc": 50, "mmlu": 60, "gsm8k": 249}
+    assert tool.parse_budgets("30, mmlu=60", defaults) == {"arc": 30, "mmlu": 60, "gsm8k": 30}
     with pytest.raises(InputError, match="unknown benchmark 'bbh'"):
-        tool.parse_budgets("bbh=3", names)
+        tool.parse_budgets("bbh=3", defaults)
     with pytest.raises(InputError, match="must be positive"):
-        tool.parse_budgets("0", names)
+        tool.parse_budgets("0", defaults)
+
+
+def write_choices(folder: Path) -> Path:
+    """A defaults.json + reliability.json pair of the shape tools/bench_reliability.py writes."""
+    folder.mkdir()
+    choice = {"method": "greedy", "estimator": "kridge", "budget": 50, "all_items": False}
+    record = {
+        "dataset": "arc", "method": "greedy", "estimator": "kridge", "budget": 50,
+        "mae": 1.3, "rmse": 1.8, "max_error": 20.0, "bias": 0.04, "kendall_tau": 0.89,
+        "mdad": 2.0, "coverage90": 0.89, "n_targets": 678, "repeats": 5,
+    }  # fmt: skip
+    records = [
+        {**record, "protocol": "random"},
+        {**record, "protocol": "extrapolation", "mae": 1.5},
+        {**record, "protocol": "random", "estimator": "mean", "mae": 3.0},
+    ]
+    (folder / "defaults.json").write_text(json.dumps({"benchmarks": {"arc": choice}}))
+    (folder / "reliability.json").write_text(json.dumps({"records": records}))
+    return folder / "defaults.json"
+
+
+def test_tool_takes_each_benchmarks_recipe_and_its_measured_error(tmp_path):
+    tool = load_tool()
+    recipes = tool.read_recipes(write_choices(tmp_path / "bench"), ["arc"])
+    arc = recipes["arc"]
+    assert (arc.method, arc.budget, arc.estimator) == ("greedy", 50, "kridge")
+    assert arc.estimators == ["kridge", tool.FALLBACK_ESTIMATOR]  # one that skips missing items
+    assert arc.held_out["random"]["mae"] == 1.3 and arc.held_out["extrapolation"]["mae"] == 1.5
+    with pytest.raises(InputError, match="no default recipe for benchmark 'mmlu'"):
+        tool.read_recipes(tmp_path / "bench" / "defaults.json", ["arc", "mmlu"])
+    with pytest.raises(InputError, match="cannot read"):
+        tool.read_recipes(tmp_path / "missing.json", ["arc"])
+
+
+def test_tool_overrides_drop_the_measured_error(tmp_path):
+    tool = load_tool()
+    recipes = tool.read_recipes(write_choices(tmp_path / "bench"), ["arc"])
+    same = tool.override_recipes(recipes, argparse_namespace(budget="50"))
+    assert same == recipes  # an override equal to the recipe keeps what was measured
+    other = tool.override_recipes(recipes, argparse_namespace(method="random"))["arc"]
+    assert (other.method, other.budget, other.held_out) == ("random", 50, {})
+
+
+def argparse_namespace(**given: Any) -> argparse.Namespace:
+    return argparse.Namespace(**{"method": None, "budget": None, "estimator": None, **given})
+
+
+def test_shipped_joint_estimator_fits_the_shipped_subsets():
+    joint = load_joint(SUITE / JOINT_FILE)
+    assert list(joint.benchmarks_) == BENCHMARKS
+    bundles = {bm: load_bundle(SUITE / bm) for bm in BENCHMARKS}
+    for bm, bundle in bundles.items():
+        assert set(joint.subsets_[bm].item_ids) == set(bundle.item_ids), bm
+    everything_right = {item: 1.0 for b in bundles.values() for item in b.item_ids}
+    nothing_right = dict.fromkeys(everything_right, 0.0)
+    best, worst = joint.estimate(everything_right), joint.estimate(nothing_right)
+    assert best.method["average"] == "joint"
+    for output in (*BENCHMARKS, "average"):
+        assert best[output].lower <= best[output].value <= best[output].upper
+        assert best[output].value > worst[output].value + 0.3, output

@@ -7,23 +7,27 @@ For each benchmark of the leaderboard (arc, hellaswag, mmlu, truthfulqa, winogra
    included), the continuations scored, the gold index, and the original fields;
 2. check each prompt against ``prompts/items-{bm}-B.csv`` (the leaderboard's rendering) and
    its structure (number of shots, question at the end); any difference stops the build;
-3. select ``--budget`` items of ``responses/{bm}_B.parquet`` with ``--method``, fit IRT and
-   the estimators on the source models against their true full-benchmark score
-   (``scores/{bm}_B_scores.csv`` ``full_score_metabench``; hellaswag: the ``hellaswag``
-   column of ``open-llm-leaderboard.csv``, joined on model name), and write the bundle;
+3. select items of ``responses/{bm}_B.parquet``, fit IRT and the estimators on the source
+   models against their true full-benchmark score (``scores/{bm}_B_scores.csv``
+   ``full_score_metabench``; hellaswag: the ``hellaswag`` column of
+   ``open-llm-leaderboard.csv``, joined on model name), and write the bundle. Method, budget
+   and default estimator of each benchmark are the ones ``tools/bench_reliability.py`` chose
+   (``bench/defaults.json``), whose measured held-out error goes into the bundle's
+   reliability; ``--method``, ``--budget`` and ``--estimator`` override them;
 4. write ``microbench_{bm}.yaml``, the data folder (``bundle.json`` + ``items.jsonl``), the
    hooks shim, the ``microbench_openllm`` group, a README and the data licence notice.
 
 Rerunning with the same arguments rewrites nothing (bundles keep their creation time).
 
-    python tools/build_openllm_v1.py                      # all six, defaults below
-    python tools/build_openllm_v1.py --budget 40,mmlu=60  # default 40, mmlu 60
-    python tools/build_openllm_v1.py --benchmarks arc --out /tmp/suite
+    python tools/build_openllm_v1.py                      # all six, bench/defaults.json
+    python tools/build_openllm_v1.py --budget 40,mmlu=60  # 40 items each, mmlu 60
+    python tools/build_openllm_v1.py --benchmarks arc --method anchor_points --out /tmp/suite
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -32,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from lmeval_microbench._io import atomic_path
@@ -47,6 +52,8 @@ from lmeval_microbench.harness import (
     write_group,
     write_task,
 )
+from lmeval_microbench.hook import JOINT_FILE
+from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.truth import align_target, read_scores
 
@@ -54,14 +61,13 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "openllm_v1"
 DEFAULT_OUT = REPO / "lmeval_microbench" / "task_configs" / "openllm_v1"
 
-# Defaults of the shipped suite; the selection benchmark will settle the final ones.
-DEFAULTS: dict[str, Any] = {
-    "method": "anchor_points",
-    "budget": 40,  # items per benchmark, unless --budget names the benchmark
-    "estimator": DEFAULT_ESTIMATOR,
-    "estimators": [DEFAULT_ESTIMATOR],  # each stored estimator adds ~70 kB per benchmark
-    "seed": 0,
-}
+DEFAULT_CHOICES = REPO / "bench" / "defaults.json"
+"""Method, estimator and budget per benchmark, as tools/bench_reliability.py chose them."""
+
+FALLBACK_ESTIMATOR = DEFAULT_ESTIMATOR
+"""Stored beside each default: IRT-based, so ``microbench_allow_missing`` runs can use it."""
+
+SEED = 0
 
 LICENSE = "cc-by-nc-sa-4.0"
 GSM8K_STOP = [":", "Question:", "Question"]
@@ -331,46 +337,125 @@ def source_matrix(bm: Benchmark, data: Path, docs: Mapping[str, dict]) -> Respon
     missing = [item for item in matrix.item_ids if item not in docs]
     if missing:
         raise InputError(f"{bm.name}: matrix items without a document: {missing[:5]}")
-    items = matrix.items.copy()
-    items["content_hash"] = [content_hash(docs[item]) for item in matrix.item_ids]
-    return ResponseMatrix(
-        matrix.values,
-        matrix.model_ids,
-        matrix.item_ids,
-        items=items,
-        models=matrix.models,
-        source=matrix.source,
-    )
+    return matrix.with_content_hashes([content_hash(docs[item]) for item in matrix.item_ids])
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one benchmark's subset is chosen and estimated, and what that measured held out."""
+
+    method: str
+    budget: int
+    estimator: str
+    held_out: dict[str, Any]
+    """tools/bench_reliability.py's records of exactly this recipe; empty when overridden."""
+
+    @property
+    def estimators(self) -> list[str]:
+        return list(dict.fromkeys([self.estimator, FALLBACK_ESTIMATOR]))
+
+
+HELD_OUT_FIELDS = ("mae", "rmse", "max_error", "bias", "kendall_tau", "mdad", "coverage90")
+
+
+def read_recipes(path: Path, names: list[str]) -> dict[str, Recipe]:
+    """The chosen recipe of each benchmark, with its held-out errors from the benchmark report.
+
+    ``path`` is ``bench/defaults.json``; the measured records are read from the
+    ``reliability.json`` beside it.
+    """
+    try:
+        chosen = json.loads(path.read_text())["benchmarks"]
+        records = json.loads((path.parent / "reliability.json").read_text())["records"]
+    except (OSError, ValueError, KeyError) as error:
+        raise InputError(f"{path}: cannot read the benchmark's chosen defaults: {error}") from None
+    recipes = {}
+    for name in names:
+        if name not in chosen:
+            raise InputError(f"{path}: no default recipe for benchmark {name!r}")
+        pick = chosen[name]
+        method, budget = ("all", "all") if pick["all_items"] else (pick["method"], pick["budget"])
+        held_out = {
+            record["protocol"]: {key: record[key] for key in HELD_OUT_FIELDS}
+            | {"n_targets": record["n_targets"], "repeats": record["repeats"]}
+            for record in records
+            if (record["dataset"], record["method"], record["budget"], record["estimator"])
+            == (name, method, budget, pick["estimator"])
+        }
+        recipes[name] = Recipe(pick["method"], int(pick["budget"]), pick["estimator"], held_out)
+    return recipes
+
+
+def override_recipes(recipes: dict[str, Recipe], args: argparse.Namespace) -> dict[str, Recipe]:
+    """Command-line choices replace the benchmark's; a changed recipe has no measured error."""
+    budgets = parse_budgets(args.budget, {name: r.budget for name, r in recipes.items()})
+    changed = {}
+    for name, recipe in recipes.items():
+        new = replace(
+            recipe,
+            method=args.method or recipe.method,
+            budget=budgets[name],
+            estimator=args.estimator or recipe.estimator,
+        )
+        changed[name] = new if new == recipe else replace(new, held_out={})
+    return changed
 
 
 def make_bundle(
-    bm: Benchmark, data: Path, docs: Mapping[str, dict], args: argparse.Namespace, name: str
-) -> tuple[Bundle, int]:
-    source, target = align_target(source_matrix(bm, data, docs), read_truth(bm, data))
+    bm: Benchmark, source: ResponseMatrix, target: np.ndarray, recipe: Recipe, name: str
+) -> Bundle:
     bundle = build_bundle(
         source,
         target,
         name=name,
         benchmark=bm.name,
-        method=args.method,
-        budget=args.budgets[bm.name],
-        seed=args.seed,
-        estimators=args.estimators,
-        default_estimator=args.estimator,
+        method=recipe.method,
+        budget=recipe.budget,
+        seed=SEED,
+        estimators=recipe.estimators,
+        default_estimator=recipe.estimator,
         metric=MetricSpec(name=bm.spec.estimated_metric),
         dataset=bm.dataset,
         license=LICENSE,
     )
+    reliability = dict(bundle.reliability)
+    if recipe.held_out:
+        reliability["held_out"] = {
+            "estimator": recipe.estimator,
+            "by_protocol": recipe.held_out,
+            "units": "score points (percent of the full benchmark); coverage of the 90% interval",
+            "source": "bench/reliability.json (tools/bench_reliability.py): 'random' = 80/20 "
+            "random model splits, 'extrapolation' = the best 20% of models as targets",
+        }
     description = (
-        f"{args.budgets[bm.name]} of the {bm.n_items} items of {bm.summary}, as the Open LLM "
+        f"{recipe.budget} of the {bm.n_items} items of {bm.summary}, as the Open LLM "
         "Leaderboard v1 ran them; selected from metabench's informative items of the benchmark "
-        f"({source.n_items}) on {source.n_models} leaderboard models."
+        f"({source.n_items}) on {source.n_models} leaderboard models with {recipe.method!r}, "
+        f"estimated with {recipe.estimator!r}."
     )
-    return replace(bundle, description=description), source.n_models
+    return replace(bundle, description=description, reliability=reliability)
 
 
-def bundle_name(bm: Benchmark, args: argparse.Namespace) -> str:
-    return f"openllm-v1-{bm.name}-{args.budgets[bm.name]}-{args.method}"
+def write_joint(
+    out: Path, sources: Mapping[str, tuple[ResponseMatrix, np.ndarray]], bundles: list[Bundle]
+) -> JointEstimator:
+    """Fit the joint estimator on the shipped subsets and write it beside the data folders.
+
+    ``microbench reconstruct`` finds it there and adds the joint average (one estimate from
+    all of a model's subset answers) for models that ran all six tasks in full.
+    """
+    subsets = {bundle.benchmark: bundle.subset for bundle in bundles}
+    joint = JointEstimator(random_state=SEED).fit(
+        {name: source for name, (source, _) in sources.items()},
+        subsets,
+        {name: target for name, (_, target) in sources.items()},
+    )
+    write_text(out / JOINT_FILE, json.dumps(joint.state_dict(), separators=(",", ":")) + "\n")
+    return joint
+
+
+def bundle_name(bm: Benchmark, recipe: Recipe) -> str:
+    return f"openllm-v1-{bm.name}-{recipe.budget}-{recipe.method}"
 
 
 # ---------------------------------------------------------------------------- suite files
@@ -386,19 +471,29 @@ and reports, next to the subset score, the estimated score on the whole benchmar
     lm-eval run --model hf --model_args pretrained=MODEL --include_path "$TASKS" \\
         --tasks microbench_openllm --log_samples --output_path out/
 
-| task | items | benchmark | bundle |
-|---|---|---|---|
+| task | items | benchmark | selection | estimator | held-out MAE: random / top 20 % | bundle |
+|---|---|---|---|---|---|---|
 {rows}
+
+The held-out errors are those `tools/bench_reliability.py` measured for exactly this recipe
+(`bench/reliability.md`): models split 80/20 at random, and the best 20 % of models estimated
+from the others (extrapolation; expect the larger error for a model better than all source
+models).
 
 * Every document holds the full prompt, few-shot examples included, exactly as the
   leaderboard rendered it (checked against the leaderboard's prompts when built), so the
   tasks set `num_fewshot: 0`, which lm-eval never overrides: `--num_fewshot` is ignored.
-* The group's `estimate` is the unweighted mean of the six estimates.
+* The group's `estimate` is the unweighted mean of the six estimates. After the run,
+  `microbench reconstruct OUT/` also prints the *joint* average (`joint.json`: a ridge
+  regression on all six subsets' answers and estimates, fitted on the {n_joint} leaderboard
+  models that have all six; cross-validated MAE on them, in points: {joint_mae}).
 * The items load from `*/items.jsonl` beside each `bundle.json`: no download, and a changed
   document fails its content hash.
 * `--limit` leaves items unscored: the estimate is then NaN with a warning, unless
-  `--metadata '{{"microbench_allow_missing": true}}'` lets an IRT-based estimator skip them.
-  `microbench_estimator` and `microbench_level` pick another stored estimator and level.
+  `--metadata '{{"microbench_allow_missing": true, "microbench_estimator": "calibrated"}}'`
+  lets the IRT-based estimator every bundle also stores skip them (its interval is then too
+  narrow). `microbench_estimator` and `microbench_level` pick another stored estimator and
+  level.
 * The estimates target the micro-averaged benchmark score: for mmlu the mean over items (the
   leaderboard averaged subjects), for truthfulqa mc1 (the leaderboard showed mc2).
 * Prompts and continuations are the leaderboard's; the tokenisation of context and
@@ -429,19 +524,32 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_readme(out: Path, built: list[tuple[Benchmark, Bundle]], level: float) -> None:
+def held_out_summary(bundle: Bundle) -> str:
+    by_protocol = bundle.reliability.get("held_out", {}).get("by_protocol", {})
+    maes = [by_protocol.get(protocol, {}).get("mae") for protocol in ("random", "extrapolation")]
+    return " / ".join("not measured" if mae is None else f"{mae:.2f}" for mae in maes)
+
+
+def write_readme(
+    out: Path, built: list[tuple[Benchmark, Bundle]], joint: JointEstimator, level: float
+) -> None:
     rows = "\n".join(
-        f"| `{bm.spec.task}` | {bundle.budget} | {bm.summary} | `{bundle.name}` |"
+        f"| `{bm.spec.task}` | {bundle.budget} | {bm.summary} | {bundle.method} | "
+        f"{bundle.default_estimator} | {held_out_summary(bundle)} | `{bundle.name}` |"
         for bm, bundle in built
     )
-    write_text(out / "README.md", README.format(level=level, rows=rows))
+    joint_mae = ", ".join(
+        f"{output} {100 * joint.cv_mae_[output]:.2f}" for output in joint.outputs_
+    )
+    text = README.format(level=level, rows=rows, n_joint=joint.n_source_, joint_mae=joint_mae)
+    write_text(out / "README.md", text)
     write_text(out / "NOTICE.md", NOTICE)
 
 
 # ---------------------------------------------------------------------------- main
-def parse_budgets(text: str | None, names: list[str]) -> dict[str, int]:
-    """``"40"``, ``"mmlu=60"`` or ``"40,mmlu=60"`` -> budget per benchmark."""
-    default = DEFAULTS["budget"]
+def parse_budgets(text: str | None, defaults: Mapping[str, int]) -> dict[str, int]:
+    """``"40"``, ``"mmlu=60"`` or ``"40,mmlu=60"`` over ``defaults`` -> budget per benchmark."""
+    everywhere: int | None = None
     per: dict[str, int] = {}
     for part in (text or "").split(","):
         part = part.strip()
@@ -455,32 +563,30 @@ def parse_budgets(text: str | None, names: list[str]) -> dict[str, int]:
         if number < 1:
             raise InputError(f"--budget: {part!r} must be positive")
         if not key:
-            default = number
+            everywhere = number
         elif key not in BENCHMARKS:
             raise InputError(f"--budget: unknown benchmark {key!r} (known: {list(BENCHMARKS)})")
         else:
             per[key] = number
-    return {name: per.get(name, default) for name in names}
+    return {
+        name: per.get(name, default if everywhere is None else everywhere)
+        for name, default in defaults.items()
+    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="openllm_v1 data folder")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="suite folder to write")
-    parser.add_argument("--method", default=DEFAULTS["method"], help="selection method")
     parser.add_argument(
-        "--budget",
-        help=f"items per benchmark: N and/or BM=N, comma-separated (default {DEFAULTS['budget']})",
+        "--defaults",
+        type=Path,
+        default=DEFAULT_CHOICES,
+        help="chosen recipe per benchmark (default: bench/defaults.json)",
     )
-    parser.add_argument(
-        "--estimator", default=DEFAULTS["estimator"], help="default estimator of the bundles"
-    )
-    parser.add_argument(
-        "--estimators",
-        help=f"comma-separated estimators to fit and store, or 'all' (default: "
-        f"{','.join(DEFAULTS['estimators'])})",
-    )
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="selection seed")
+    parser.add_argument("--method", help="selection method for every benchmark")
+    parser.add_argument("--budget", help="items per benchmark: N and/or BM=N, comma-separated")
+    parser.add_argument("--estimator", help="default estimator of every bundle")
     parser.add_argument(
         "--benchmarks", default=",".join(BENCHMARKS), help="comma-separated benchmarks to build"
     )
@@ -489,15 +595,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmarks {unknown} (known: {list(BENCHMARKS)})")
-    args.budgets = parse_budgets(args.budget, args.names)
-    if args.estimators == "all":
-        args.estimators = list(ESTIMATORS)
-    elif args.estimators:
-        args.estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
-    else:
-        args.estimators = list(DEFAULTS["estimators"])
-    if args.estimator not in args.estimators:
-        parser.error(f"--estimator {args.estimator!r} is not among --estimators {args.estimators}")
+    if args.estimator is not None and args.estimator not in ESTIMATORS:
+        parser.error(f"unknown --estimator {args.estimator!r} (known: {list(ESTIMATORS)})")
     if not (args.data / "responses").is_dir():
         parser.error(f"{args.data}: not the openllm_v1 data folder (no responses/)")
     return args
@@ -505,20 +604,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    recipes = override_recipes(read_recipes(args.defaults, args.names), args)
     built: list[tuple[Benchmark, Bundle]] = []
-    print(f"{'benchmark':<11} {'items':>5} {'prompts equal':>14} {'cv MAE':>7} {'seconds':>7}")
+    sources: dict[str, tuple[ResponseMatrix, np.ndarray]] = {}
+    print(
+        f"{'benchmark':<11} {'recipe':<28} {'prompts equal':>14} {'cv MAE':>7} "
+        f"{'held-out MAE':>12} {'seconds':>7}"
+    )
     for name in args.names:
         started = time.perf_counter()
-        bm = BENCHMARKS[name]
-        label = bundle_name(bm, args)
+        bm, recipe = BENCHMARKS[name], recipes[name]
+        label = bundle_name(bm, recipe)
         docs, equal = build_docs(bm, args.data, label)
-        bundle, _ = make_bundle(bm, args.data, docs, args, label)
+        source, target = align_target(source_matrix(bm, args.data, docs), read_truth(bm, args.data))
+        sources[name] = (source, target)
+        bundle = make_bundle(bm, source, target, recipe, label)
         write_task(args.out, bm.spec, bundle, [docs[item] for item in bundle.item_ids])
         built.append((bm, bundle))
-        mae = bundle.reliability["cv_mae_source"][bundle.default_estimator]
+        cv_mae = bundle.reliability["cv_mae_source"][bundle.default_estimator]
+        held_out = recipe.held_out.get("random", {}).get("mae")
         print(
-            f"{name:<11} {bundle.budget:>5} {f'{equal}/{len(docs)}':>14} "
-            f"{100 * mae:>6.2f}% {time.perf_counter() - started:>7.1f}"
+            f"{name:<11} {f'{recipe.method} {recipe.budget} {recipe.estimator}':<28} "
+            f"{f'{equal}/{len(docs)}':>14} {100 * cv_mae:>6.2f}% "
+            f"{'-' if held_out is None else f'{held_out:.2f}':>12} "
+            f"{time.perf_counter() - started:>7.1f}"
         )
     if len(built) == len(BENCHMARKS):
         write_group(
@@ -530,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
                 "tools/build_openllm_v1.py, do not edit.",
             ),
         )
-        write_readme(args.out, built, EstimateOptions().level)
+        joint = write_joint(args.out, sources, [bundle for _, bundle in built])
+        write_readme(args.out, built, joint, EstimateOptions().level)
     print(f"wrote {args.out}")
     return 0
 

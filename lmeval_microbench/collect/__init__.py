@@ -15,7 +15,7 @@ versions, so a shuffled samples file gives the same matrix. Every error names th
 """
 
 from ._records import content_hash, text_hash
-from ._scores import DEFAULT_ID_FIELDS, SampleScores
+from ._scores import DEFAULT_ID_FIELDS, SampleScores, item_ids_of_docs
 from .details import (
     DETAILS_TEXT_FIELDS,
     collect_leaderboard_details,
@@ -36,6 +36,7 @@ __all__ = [
     "content_hash",
     "details_repo_id",
     "find_samples_files",
+    "item_ids_of_docs",
     "prompt_id_map",
     "read_samples_file",
     "text_hash",

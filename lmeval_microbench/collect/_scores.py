@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,6 +276,33 @@ def _choose_id_field(record: Record, id_field: str | None) -> str:
         if field in doc:
             return field
     return "doc_hash" if "doc_hash" in record.data else CONTENT_HASH_ID
+
+
+def item_ids_of_docs(
+    docs: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    task: str,
+    id_field: str | None = None,
+    id_prefix: str = "",
+    benchmark: str | None = None,
+) -> list[str]:
+    """The item id ``collect`` gives each ``(doc_hash, doc)`` of a run of ``task``.
+
+    ``doc_hash`` is lm-eval's (what ``--log_samples`` writes). Building a task from a matrix
+    must name the documents exactly as collecting the matrix did, so this applies the same
+    field choice, id text and prefix to documents that have no sample line yet.
+    """
+    records = [
+        Record(f"{task} document {k}", {"doc": doc, "doc_hash": doc_hash})
+        for k, (doc_hash, doc) in enumerate(docs)
+    ]
+    if not records:
+        return []
+    field = _choose_id_field(records[0], id_field)
+    bench = benchmark if benchmark is not None else task
+    return [
+        apply_prefix(id_prefix, _raw_item_id(r, field), task=task, benchmark=bench) for r in records
+    ]
 
 
 def _raw_item_id(record: Record, field: str) -> str:

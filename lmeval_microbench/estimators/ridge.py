@@ -101,11 +101,16 @@ def with_intercept(free: np.ndarray | None, n: int) -> np.ndarray:
 
 
 def thin_svd(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``U, s, Vt`` of a tall matrix from the eigenvectors of its Gram matrix.
+    """``U, s, Vt`` of a matrix from the eigenvectors of its smaller Gram matrix.
 
     An order of magnitude faster than LAPACK's SVD for 3,000 x 1,000 designs; directions with
     ``s^2`` below ``_RANK_TOL`` of the largest are dropped (the ridge penalty dwarfs them).
+    A wide matrix (few models, many items: 11 x 14,042) goes through its rows' Gram matrix,
+    so memory stays (smaller side)^2.
     """
+    if matrix.shape[1] > matrix.shape[0]:
+        u, s, vt = thin_svd(matrix.T)
+        return vt.T, s, u.T
     eigval, eigvec = np.linalg.eigh(matrix.T @ matrix)
     keep = eigval > max(float(eigval.max(initial=0.0)), 0.0) * _RANK_TOL
     s = np.sqrt(eigval[keep])

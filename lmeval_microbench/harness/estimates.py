@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._types import Estimate, ItemId
+from .._types import Estimate, ItemId, MaybeEstimated
 from ..bundle import Bundle
 from ..errors import BundleError, InputError, ItemMismatchError
+from ..estimators import ESTIMATORS
 from ..estimators._conformal import check_level
 from ..estimators.base import ScoreEstimator
 from ..reconstruct import bundle_estimator
@@ -48,7 +49,7 @@ class EstimateOptions:
 
 
 @dataclass(frozen=True)
-class RunEstimate:
+class RunEstimate(MaybeEstimated):
     """The estimate of one run of one bundle, with how many subset items it rests on."""
 
     bundle: str
@@ -57,18 +58,6 @@ class RunEstimate:
     n_items: int
     estimate: Estimate | None
     """None when items were missing and ``allow_missing`` was off."""
-
-    @property
-    def value(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.value
-
-    @property
-    def lower(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.lower
-
-    @property
-    def upper(self) -> float:
-        return math.nan if self.estimate is None else self.estimate.upper
 
 
 @dataclass
@@ -103,9 +92,15 @@ def register_bundle(bundle: Bundle, options: EstimateOptions | None = None) -> N
     entry = _Entry(bundle, options, known.estimators if known is not None else {})
     fitted = _fitted(entry)  # BundleError naming the stored estimators if unknown
     if options.allow_missing and not fitted.supports_missing:
+        able = [e.name for e in bundle.estimators if ESTIMATORS[e.name].supports_missing]
         raise InputError(
             f"bundle {bundle.name!r}: microbench_allow_missing needs an IRT-based estimator; "
             f"{fitted.name!r} needs a score on every subset item"
+            + (
+                f" (this bundle also stores {able}: pick one with microbench_estimator)"
+                if able
+                else ""
+            )
         )
     _REGISTRY[bundle.name] = entry
 

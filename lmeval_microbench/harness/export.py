@@ -61,6 +61,11 @@ class TaskSpec:
         lm-eval ``generation_kwargs`` of a ``generate_until`` task.
     comment
         Lines written at the top of the YAML (where the prompts come from).
+    target_delimiter
+        What lm-eval puts between context and continuation (the original task's).
+    filter_list
+        lm-eval ``filter_list`` applied to generated text before scoring (one entry: the
+        filter the bundle's scores went through), or None.
     """
 
     task: str
@@ -72,6 +77,8 @@ class TaskSpec:
     generation_kwargs: Mapping[str, Any] | None = None
     comment: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    target_delimiter: str = " "
+    filter_list: Sequence[Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.output_type not in OUTPUT_TYPES:
@@ -85,6 +92,13 @@ class TaskSpec:
             raise InputError(f"{self.task}: generation_kwargs go with generate_until tasks only")
         if Path(self.data_dir).name != self.data_dir:
             raise InputError(f"{self.task}: data_dir must be a plain folder name")
+        if self.filter_list is not None and self.output_type != "generate_until":
+            raise InputError(f"{self.task}: filter_list goes with generate_until tasks only")
+
+    @property
+    def filter_name(self) -> str:
+        """The lm-eval filter key of the task's metrics (``none`` without a filter)."""
+        return "none" if not self.filter_list else str(self.filter_list[0]["name"])
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -142,12 +156,14 @@ def task_yaml(spec: TaskSpec, bundle: Bundle) -> str:
         "test_split: test",
         f"output_type: {spec.output_type}",
         *_fields(spec),
-        'target_delimiter: " "',
+        f"target_delimiter: {_q(spec.target_delimiter)}",
         "num_fewshot: 0  # the few-shot examples are part of each document's context",
     ]
     if spec.generation_kwargs is not None:
         lines.append("generation_kwargs:")
         lines += [f"  {key}: {_q(value)}" for key, value in spec.generation_kwargs.items()]
+    if spec.filter_list is not None:
+        lines.append(f"filter_list: {_q([dict(entry) for entry in spec.filter_list])}")
     lines.append(f"process_results: {_function(spec.process_results)}")
     lines.append("metric_list:")
     for metric in spec.metrics:
@@ -187,8 +203,7 @@ def group_yaml(spec: GroupSpec) -> str:
 
 def hooks_module() -> str:
     """Source of the generated ``microbench_hooks.py`` shim."""
-    exported = ["process_acc", "process_acc_norm", "process_mc1", "process_gsm8k"]
-    exported += list(ESTIMATE_METRICS)
+    exported = [*PROCESSORS, *ESTIMATE_METRICS]
     assignments = "\n".join(f"{name} = hooks.{name}" for name in exported)
     return f'''"""lm-eval hooks of the micro-benchmark tasks in this folder.
 
@@ -257,6 +272,11 @@ def write_task(
         raise InputError(
             f"{spec.task}: bundle {bundle.name!r} estimates {bundle.metric.name!r}, but "
             f"{spec.process_results} reports {spec.estimated_metric!r}"
+        )
+    if bundle.metric.filter != spec.filter_name:
+        raise InputError(
+            f"{spec.task}: bundle {bundle.name!r} was fitted on filter {bundle.metric.filter!r}, "
+            f"but the task scores filter {spec.filter_name!r}"
         )
     check_docs_match_bundle(bundle, docs, where=f"{spec.task} documents")
     position = {item: k for k, item in enumerate(bundle.item_ids)}

@@ -40,6 +40,7 @@ PROCESSORS: dict[str, tuple[tuple[str, ...], str]] = {
     "process_acc_norm": (("acc", "acc_norm"), "acc_norm"),
     "process_mc1": (("mc1",), "mc1"),
     "process_gsm8k": (("exact_match",), "exact_match"),
+    "process_exact_match": (("exact_match",), "exact_match"),
 }
 """Each ``process_*`` hook: the per-item metrics it reports and the one its estimate uses."""
 
@@ -173,6 +174,22 @@ def process_mc1(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any
 def process_gsm8k(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """``exact_match`` of the final answer (leaderboard rule, see :func:`gsm8k_final_answer`)."""
     score = gsm8k_exact_match(doc, str(results[0]))
+    return {"exact_match": score, **_estimate_values(doc, "exact_match", score)}
+
+
+def process_exact_match(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """lm-eval's own ``exact_match`` of the (filtered) generation against ``doc["answer"]``.
+
+    Micro versions of a user's generative task use it; the original metric's keyword
+    arguments (``ignore_case``, ``regexes_to_ignore``, ...) travel in ``exact_match_kwargs``.
+    """
+    from lm_eval.api.metrics import exact_match_hf_evaluate
+
+    kwargs = doc.get("exact_match_kwargs") or {}
+    found = exact_match_hf_evaluate(
+        predictions=[str(results[0])], references=[str(doc["answer"])], **kwargs
+    )
+    score = float(found["exact_match"])
     return {"exact_match": score, **_estimate_values(doc, "exact_match", score)}
 
 

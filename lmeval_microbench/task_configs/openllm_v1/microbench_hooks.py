@@ -22,6 +22,7 @@ process_acc = hooks.process_acc
 process_acc_norm = hooks.process_acc_norm
 process_mc1 = hooks.process_mc1
 process_gsm8k = hooks.process_gsm8k
+process_exact_match = hooks.process_exact_match
 estimate = hooks.estimate
 estimate_lower = hooks.estimate_lower
 estimate_upper = hooks.estimate_upper
