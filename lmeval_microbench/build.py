@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
-from .irt import IRTModel
+from .irt import fit_with_constant_items
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
 from .selection import make_selector
@@ -28,20 +28,9 @@ def fit_source_irt(
     they get slope 0 and an intercept of +-``CONSTANT_ITEM_LOGIT`` so that IRT estimators still
     count them in the full score.
     """
-    constant = source.constant_items()
-    fitted = IRTModel(model, random_state=seed).fit(source.drop_items(constant)).params_
-    if not constant:
-        return fitted
-    level = np.nanmean(source.select_items(constant).values, axis=0)
-    n_const = len(constant)
-    a = np.vstack([fitted.a, np.zeros((n_const, fitted.n_dims))])
-    d = np.concatenate(
-        [fitted.d, np.where(level >= 0.5, CONSTANT_ITEM_LOGIT, -CONSTANT_ITEM_LOGIT)]
+    return fit_with_constant_items(
+        source, model, constant_intercept=CONSTANT_ITEM_LOGIT, random_state=seed
     )
-    g = np.concatenate([fitted.g, np.zeros(n_const)])
-    u = np.concatenate([fitted.u, np.ones(n_const)])
-    params = ItemParams(fitted.item_ids + tuple(constant), a, d, g, u, fitted.model)
-    return params.subset(list(source.item_ids))
 
 
 def build_bundle(

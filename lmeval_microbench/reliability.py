@@ -536,7 +536,7 @@ def check_plan(plan: Plan, n_models: int, n_items: int, source: str, n_holdout: 
 
 # ---------------------------------------------------------------------- evaluation
 @dataclass
-class _Pool:
+class ResultPool:
     """Target truths and estimates of one configuration, grouped by repeat."""
 
     groups: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = field(
@@ -564,7 +564,7 @@ class _Pool:
         ]
 
 
-def summarise(pool: _Pool) -> dict[str, Any]:
+def summarise(pool: ResultPool) -> dict[str, Any]:
     """Metrics of one configuration in score points (see the module docstring)."""
     repeats = pool.by_repeat()
     truth, value, lower, upper = (np.concatenate([r[k] for r in repeats]) * 100.0 for k in range(4))
@@ -620,7 +620,7 @@ class ReliabilityResult:
     info: dict[str, Any]
 
 
-class _IRTCache:
+class IRTCache:
     """IRT parameters of the last source set: splits of one key arrive one after another."""
 
     def __init__(self, irt_model: str) -> None:
@@ -649,8 +649,8 @@ class _IRTCache:
 def evaluate_split(
     split: Split,
     plan: Plan,
-    pools: dict[tuple[str, str, str, Budget], _Pool],
-    irt_cache: _IRTCache,
+    pools: dict[tuple[str, str, str, Budget], ResultPool],
+    irt_cache: IRTCache,
     bar: Any = None,
 ) -> None:
     """Select once per method x budget, fit every estimator on that subset, estimate targets."""
@@ -666,7 +666,7 @@ def evaluate_split(
             start = time.perf_counter()
             estimator = make_estimator(name).fit(split.source, subset, split.source_truth, irt=irt)
             value, lower, upper = estimator.estimate_matrix(split.target, level=LEVEL)
-            pool = pools.setdefault((split.protocol, method, name, budget), _Pool())
+            pool = pools.setdefault((split.protocol, method, name, budget), ResultPool())
             pool.add(split.repeat, split.target_truth, value, lower, upper)
             pool.seconds += time.perf_counter() - start
             pool.selection_seconds += selection_seconds
@@ -779,8 +779,8 @@ def run_reliability(
     n_holdout = holdout.n_models if holdout is not None else 0
     check_plan(plan, matrix.n_models, matrix.n_items, matrix.source, n_holdout)
     started = time.perf_counter()
-    pools: dict[tuple[str, str, str, Budget], _Pool] = {}
-    irt_cache = _IRTCache(irt_model)
+    pools: dict[tuple[str, str, str, Budget], ResultPool] = {}
+    irt_cache = IRTCache(irt_model)
     total = sum(_n_splits(p, matrix.n_models, plan.repeats) for p in plan.protocols)
     with tqdm(
         total=total * len(plan.selections()),
@@ -797,15 +797,7 @@ def run_reliability(
         | summarise(pool)
         for (protocol, method, name, budget), pool in pools.items()
     ]
-    order = {p: k for k, p in enumerate(plan.protocols)}
-    records.sort(
-        key=lambda r: (
-            order[r["protocol"]],
-            budget_sort_key(r["budget"]),
-            r["method"],
-            r["estimator"],
-        )
-    )
+    sort_records(records, plan.protocols)
     info = {
         "source": matrix.source,
         "n_models": matrix.n_models,
@@ -824,6 +816,19 @@ def run_reliability(
         "seconds": round(time.perf_counter() - started, 2),
     }
     return ReliabilityResult(records, info)
+
+
+def sort_records(records: list[dict[str, Any]], protocols: Sequence[str]) -> None:
+    """Order records in place: by protocol (as listed), budget, method, estimator."""
+    order = {p: k for k, p in enumerate(protocols)}
+    records.sort(
+        key=lambda r: (
+            order[r["protocol"]],
+            budget_sort_key(r["budget"]),
+            r["method"],
+            r["estimator"],
+        )
+    )
 
 
 # ---------------------------------------------------------------------- reports

@@ -77,10 +77,10 @@ from lmeval_microbench.reliability import (
     ALL,
     LEVEL,
     Budget,
+    IRTCache,
     Plan,
+    ResultPool,
     Split,
-    _IRTCache,
-    _Pool,
     budget_sort_key,
     complete_models,
     evaluate_split,
@@ -90,6 +90,7 @@ from lmeval_microbench.reliability import (
     markdown_table,
     needs_irt,
     random_splits,
+    sort_records,
     summarise,
 )
 from lmeval_microbench.responses import ResponseMatrix
@@ -376,7 +377,7 @@ def metabench_own_error(scores_file: Path) -> dict[str, float] | None:
     }
 
 
-def ridge_on_split(split: Split, pools: dict[tuple, _Pool], budgets: Sequence[Budget]) -> None:
+def ridge_on_split(split: Split, pools: dict[tuple, ResultPool], budgets: Sequence[Budget]) -> None:
     """Ridge baseline on one split: all items, and the random selector's items at each budget."""
     for budget in budgets:
         start = time.perf_counter()
@@ -394,7 +395,7 @@ def ridge_on_split(split: Split, pools: dict[tuple, _Pool], budgets: Sequence[Bu
         intercept, coef, _ = ridge_gcv(source, split.source_truth)
         value = ridge_predict(intercept, coef, target)
         nan = np.full_like(value, np.nan)
-        pool = pools.setdefault((split.protocol, method, RIDGE, budget), _Pool())
+        pool = pools.setdefault((split.protocol, method, RIDGE, budget), ResultPool())
         pool.add(split.repeat, split.target_truth, value, nan, nan)
         pool.seconds += time.perf_counter() - start
         pool.n_items = len(items)
@@ -447,9 +448,9 @@ def evaluate_dataset(
     estimator paired with that method is fitted on it.
     """
     plans = dataset_plans(dataset, seed)
-    pools: dict[tuple, _Pool] = {}
-    ridge_pools: dict[tuple, _Pool] = {}
-    irt_cache = _IRTCache(irt_model)
+    pools: dict[tuple, ResultPool] = {}
+    ridge_pools: dict[tuple, ResultPool] = {}
+    irt_cache = IRTCache(irt_model)
     ridge_budgets = [b for b in (RIDGE_SUBSET, ALL) if b == ALL or b < dataset.matrix.n_items]
     started = time.perf_counter()
     with (
@@ -480,15 +481,7 @@ def evaluate_dataset(
         if estimator == RIDGE:  # no interval
             record["coverage90"] = record["width90"] = math.nan
         records.append(record)
-    order = {p: k for k, p in enumerate(dataset.protocols)}
-    records.sort(
-        key=lambda r: (
-            order[r["protocol"]],
-            budget_sort_key(r["budget"]),
-            r["method"],
-            r["estimator"],
-        )
-    )
+    sort_records(records, dataset.protocols)
     info = {
         "dataset": dataset.name,
         "source": dataset.matrix.source,

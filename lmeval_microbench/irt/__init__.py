@@ -1,7 +1,14 @@
 """Item response theory: item parameters, model fitting and ability estimation."""
 
 from .ability import estimate_abilities, estimate_ability
-from .fit import IRTModel
+from .fit import IRTModel, fit_with_constant_items
 from .params import MODEL_TYPES, ItemParams
 
-__all__ = ["MODEL_TYPES", "IRTModel", "ItemParams", "estimate_abilities", "estimate_ability"]
+__all__ = [
+    "MODEL_TYPES",
+    "IRTModel",
+    "ItemParams",
+    "estimate_abilities",
+    "estimate_ability",
+    "fit_with_constant_items",
+]

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._rng import SeedLike, as_generator
-from ..errors import InputError
-from ..irt import IRTModel
+from ..irt import fit_with_constant_items
 from ..responses import ResponseMatrix
 from .anchor_points import cluster_representatives
 from .base import Selector, Subset
@@ -47,26 +46,8 @@ def irt_item_embeddings(
     Constant items (same score for every model) are left out of the fit and placed at slope
     0 and the largest fitted |d| with the sign of their score (see the module docstring).
     """
-    constant = set(source.constant_items())
-    fittable = [i for i in source.item_ids if i not in constant]
-    if len(fittable) < 2:
-        raise InputError(
-            f"tinybenchmarks: {source.source} has {len(fittable)} items that some but not all "
-            "models answer correctly; an IRT fit needs at least 2"
-        )
-    model = IRTModel("2pl", n_dims, random_state=seed, **irt_options)
-    params = model.fit(source.select_items(fittable)).params_
-    embedding = np.zeros((source.n_items, n_dims + 1))
-    positions = source.item_positions(fittable)
-    embedding[positions, :n_dims] = params.a
-    embedding[positions, n_dims] = params.d
-    if constant:
-        extreme = float(np.max(np.abs(params.d)))
-        columns = source.item_positions(sorted(constant))
-        with np.errstate(invalid="ignore"):
-            level = np.nan_to_num(np.nanmean(source.values[:, columns], axis=0), nan=0.5)
-        embedding[columns, n_dims] = np.sign(level - 0.5) * extreme
-    return embedding
+    params = fit_with_constant_items(source, "2pl", n_dims, random_state=seed, **irt_options)
+    return np.column_stack([params.a, params.d])
 
 
 class TinyBenchmarksSelector(Selector):
