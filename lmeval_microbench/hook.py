@@ -39,10 +39,20 @@ from tqdm.auto import tqdm
 from ._io import canonical_json
 from ._types import Estimate, ItemId, ModelId
 from .bundle import BUNDLE_FILE, Bundle, load_bundle, verify_items
-from .collect import DEFAULT_ID_FIELDS, find_samples_files
-from .collect._records import Record, doc_of, format_id, iter_json_records, lookup, preview
-from .collect._scores import ScoreOptions, scores_from_records
-from .collect.samples import _newest_runs, _SamplesRun
+from .collect import (
+    DEFAULT_ID_FIELDS,
+    Record,
+    SamplesRun,
+    ScoreOptions,
+    doc_of,
+    find_samples_files,
+    format_id,
+    iter_json_records,
+    lookup,
+    newest_runs,
+    preview,
+    scores_from_records,
+)
 from .errors import BundleError, InputError, ItemMismatchError
 from .estimators._conformal import check_level
 from .reconstruct import (
@@ -262,7 +272,7 @@ class TaskScores:
 class LoggedSamples:
     """A samples file of one run, parsed once: its records, first document, ids by field."""
 
-    def __init__(self, run: _SamplesRun) -> None:
+    def __init__(self, run: SamplesRun) -> None:
         self.run = run
         self.path = run.path
         self.records: list[Record] = list(iter_json_records(run.path))
@@ -352,7 +362,7 @@ def _config(results: Mapping[str, Any] | None, task: str) -> Mapping[str, Any]:
     return config if isinstance(config, Mapping) else {}
 
 
-def _check_run_metadata(run: _SamplesRun, match: RunMatch, where: str) -> None:
+def _check_run_metadata(run: SamplesRun, match: RunMatch, where: str) -> None:
     """Bundle name and metric the run's config reports must be the bundle's; version warns."""
     bundle = match.ref.bundle
     config = _config(run.results, run.task)
@@ -717,7 +727,7 @@ def _reconstruct(
             f"no samples_*.jsonl under {preview(_as_list(paths))}: run lm-eval with "
             "--log_samples --output_path DIR"
         )
-    runs = _newest_runs([(r.model_id, r) for r in map(_SamplesRun, files)], "newest")
+    runs = newest_runs([(r.model_id, r) for r in map(SamplesRun, files)], "newest")
     unknown = sorted(set(task_map) - {r.task for _, r in runs})
     if unknown:
         raise InputError(f"task map names tasks with no samples file: {preview(unknown)}")

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._text import preview as _preview
 from ._types import Estimate, ItemId
 from .build import fit_source_irt
 from .errors import InputError, ItemMismatchError
@@ -78,11 +79,6 @@ class JointEstimates(dict[str, Estimate]):
         super().__init__(estimates)
         self.method = dict(method)
         self.missing = tuple(missing)
-
-
-def _preview(values: Sequence[Any], limit: int = 5) -> str:
-    shown = ", ".join(repr(v) for v in list(values)[:limit])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
 # ---------------------------------------------------------------------- ridge head

@@ -11,12 +11,12 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ._io import atomic_path, canonical_json, sha256_bytes
+from ._text import preview as _preview
 from ._types import ItemId, ModelId
 from .errors import InputError, ItemMismatchError
 
@@ -54,12 +54,6 @@ def _duplicates(ids: Sequence[str]) -> list[str]:
             dups.append(value)
         seen.add(value)
     return dups
-
-
-def _preview(values: Iterable[Any], limit: int = 5) -> str:
-    values = list(values)
-    shown = ", ".join(repr(v) for v in values[:limit])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
 class ResponseMatrix:

@@ -1,11 +1,11 @@
 """``microbench build --task``: a micro version of a user's own lm-eval task.
 
 The original tasks are written here as YAMLs over local JSON-lines files (no download): a
-multiple-choice task with few-shot examples and a generative one with a filter and
-``exact_match(ignore_case)``. The fast tests check that every selected item of the micro task
-sends lm-eval exactly the requests a full run of the original sends; the slow test runs a tiny
-random GPT-2 on both and checks the scores against the original task's and the in-run
-estimate against a recomputation from the samples.
+multiple-choice task with few-shot examples, one in winogrande's multiple-input form, and a
+generative one with a filter and ``exact_match(ignore_case)``. The fast tests check that every
+selected item of the micro task sends lm-eval exactly the requests a full run of the original
+sends; the slow test runs a tiny random GPT-2 on the first and the last and checks the scores
+against the original task's and the in-run estimate against a recomputation from the samples.
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ def mc_doc(k: int) -> dict[str, Any]:
             "answer": k % 4}  # fmt: skip
 
 
+def wino_doc(k: int) -> dict[str, Any]:
+    """Winogrande's form: one context per option, a shared continuation, the answer index."""
+    first, second = WORDS[k % len(WORDS)], WORDS[(k + 3) % len(WORDS)]
+    return {"id": f"w{k}", "contexts": [f"The {first} was", f"The {second} was"],
+            "continuation": f"bigger than item {k}.", "answer": k % 2}  # fmt: skip
+
+
 def gen_doc(k: int) -> dict[str, Any]:
     return {"id": f"g{k}", "question": f"Say the word {WORDS[k % len(WORDS)]}.",
             "target": WORDS[k % len(WORDS)].upper()}  # fmt: skip
@@ -63,8 +70,8 @@ def write_jsonl(path: Path, docs: list[dict[str, Any]]) -> str:
     return str(path)
 
 
-MC_YAML = """\
-task: toy_mc
+LOCAL_DATA = """\
+task: {name}
 dataset_path: json
 dataset_kwargs:
   data_files:
@@ -73,6 +80,10 @@ dataset_kwargs:
 training_split: train
 test_split: test
 fewshot_split: train
+"""
+"""The head of both original task YAMLs: documents from local JSON-lines files."""
+
+MC_YAML = """\
 output_type: multiple_choice
 doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
 doc_to_choice: "{{{{choices}}}}"
@@ -83,16 +94,17 @@ metric_list:
   - metric: acc_norm
 """
 
+WINO_YAML = """\
+output_type: multiple_choice
+doc_to_text: answer
+doc_to_choice: "{{{{contexts}}}}"
+doc_to_target: continuation
+num_fewshot: 2
+metric_list:
+  - metric: acc
+"""
+
 GEN_YAML = """\
-task: toy_gen
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    train: {train}
-    test: {test}
-training_split: train
-test_split: test
-fewshot_split: train
 output_type: generate_until
 doc_to_text: "Q: {{{{question}}}}\\nA:"
 doc_to_target: "{{{{target}}}}"
@@ -117,14 +129,19 @@ metric_list:
 
 @pytest.fixture(scope="module")
 def originals(tmp_path_factory) -> dict[str, Any]:
-    """Both original task YAMLs, their documents, and a response matrix of each."""
+    """The original task YAMLs, their documents, and a response matrix of each."""
     folder = tmp_path_factory.mktemp("original-tasks")
     found: dict[str, Any] = {"folder": folder}
-    for name, make_doc, template in (("toy_mc", mc_doc, MC_YAML), ("toy_gen", gen_doc, GEN_YAML)):
+    for name, make_doc, template in (
+        ("toy_mc", mc_doc, MC_YAML),
+        ("toy_wino", wino_doc, WINO_YAML),
+        ("toy_gen", gen_doc, GEN_YAML),
+    ):
         docs = [make_doc(k) for k in range(N_ITEMS)]
         train = write_jsonl(folder / f"{name}_train.jsonl", [make_doc(100 + k) for k in range(4)])
         test = write_jsonl(folder / f"{name}_test.jsonl", docs)
-        (folder / f"{name}.yaml").write_text(template.format(train=train, test=test))
+        text = (LOCAL_DATA + template).format(name=name, train=train, test=test)
+        (folder / f"{name}.yaml").write_text(text)
         found[name] = {"yaml": folder / f"{name}.yaml", "docs": docs}
         found[name]["matrix"] = write_matrix(folder / f"{name}.parquet", docs)
     return found
@@ -159,7 +176,9 @@ def requests_by_item(task_obj: Any, field: str) -> dict[str, list[tuple]]:
     return found
 
 
-@pytest.mark.parametrize(("task", "metric"), [("toy_mc", "acc_norm"), ("toy_gen", None)])
+@pytest.mark.parametrize(
+    ("task", "metric"), [("toy_mc", "acc_norm"), ("toy_wino", "acc"), ("toy_gen", None)]
+)
 def test_micro_task_sends_exactly_the_original_requests(originals, tmp_path, capsys, task, metric):
     out = tmp_path / "micro"
     extra = ["--metric", metric] if metric else ["--filter", "first-word"]

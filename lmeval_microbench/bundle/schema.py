@@ -41,6 +41,7 @@ import numpy as np
 
 from .. import __version__
 from .._io import canonical_json, sha256_bytes
+from .._text import preview as _preview
 from .._types import ItemId
 from ..errors import BundleError, InputError
 from ..irt.params import ItemParams
@@ -217,11 +218,6 @@ def as_json_value(value: Any, where: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [as_json_value(v, f"{where}[{k}]") for k, v in enumerate(value)]
     raise BundleError(f"{where}: {type(value).__name__} is not a JSON value")
-
-
-def _preview(values: Sequence[Any], limit: int = 5) -> str:
-    shown = ", ".join(repr(v) for v in values[:limit])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
 # ---------------------------------------------------------------------------- parts

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._io import canonical_json
+from .._text import preview as _preview
 from ..errors import InputError
 
 
@@ -32,10 +33,8 @@ class Record:
 
 # ---------------------------------------------------------------------------- text helpers
 def preview(values: Iterable[Any], limit: int = 5) -> str:
-    """The first ``limit`` values, comma-separated, with the total when there are more."""
-    values = list(values)
-    shown = ", ".join(str(v) for v in values[:limit])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+    """The first ``limit`` values as plain text (file and field names read better unquoted)."""
+    return _preview(values, limit, quote=False)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:

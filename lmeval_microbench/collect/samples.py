@@ -91,7 +91,7 @@ def _pretrained_from_model_args(model_args: Any) -> str | None:
 
 # ---------------------------------------------------------------------------- one run
 @dataclass
-class _SamplesRun:
+class SamplesRun:
     """A samples file with what its name and its results json say about the run."""
 
     path: Path
@@ -182,7 +182,7 @@ def read_samples_file(
     if not path.is_file():
         raise InputError(f"{path}: samples file not found")
     options = ScoreOptions(metric, filter, id_field, id_prefix, benchmark, stratum_field)
-    return _SamplesRun(path).read(options, filter_names)
+    return SamplesRun(path).read(options, filter_names)
 
 
 # ---------------------------------------------------------------------------- run folders
@@ -204,14 +204,14 @@ def find_samples_files(
     return sorted(found)
 
 
-def _newest_runs(
-    runs: Sequence[tuple[ModelId, _SamplesRun]], on_duplicate: Literal["newest", "error"]
-) -> list[tuple[ModelId, _SamplesRun]]:
+def newest_runs(
+    runs: Sequence[tuple[ModelId, SamplesRun]], on_duplicate: Literal["newest", "error"]
+) -> list[tuple[ModelId, SamplesRun]]:
     """One run per (model, task): the newest timestamp (then mtime); warn or raise on others."""
-    by_key: dict[tuple[ModelId, str], list[_SamplesRun]] = defaultdict(list)
+    by_key: dict[tuple[ModelId, str], list[SamplesRun]] = defaultdict(list)
     for model_id, run in runs:
         by_key[(model_id, run.task)].append(run)
-    kept: list[tuple[ModelId, _SamplesRun]] = []
+    kept: list[tuple[ModelId, SamplesRun]] = []
     for (model_id, task), group in by_key.items():
         group = sorted(
             group, key=lambda r: (r.timestamp or "", r.path.stat().st_mtime, str(r.path))
@@ -261,7 +261,7 @@ def collect_samples(
     files = find_samples_files(paths)
     if not files:
         raise InputError(f"no samples_*.jsonl files under {preview(as_list(paths))}")
-    runs = [_SamplesRun(path) for path in files]
+    runs = [SamplesRun(path) for path in files]
     if tasks is not None:
         found = {r.task for r in runs}
         missing = [t for t in tasks if t not in found]
@@ -276,7 +276,7 @@ def collect_samples(
             f"model_id={model_id!r} given but the samples come from several folders "
             f"({preview(sorted(folders))}): leave model_id out"
         )
-    kept = _newest_runs([(model_id or r.model_id, r) for r in runs], on_duplicate)
+    kept = newest_runs([(model_id or r.model_id, r) for r in runs], on_duplicate)
     options = ScoreOptions(metric, filter, id_field, id_prefix, benchmark, stratum_field)
     per_model: dict[ModelId, list[SampleScores]] = defaultdict(list)
     for model, run in tqdm(kept, desc="reading samples", unit="file", disable=not progress):

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .._rng import as_generator
+from .._text import preview as _preview
 from .._types import Estimate, ItemId
 from ..errors import InputError, ItemMismatchError
 from ..irt.params import ItemParams
@@ -60,11 +61,6 @@ useful, which is why a fitted calibration head needs ``MIN_CALIBRATION_MODELS``.
 """
 MIN_CALIBRATION_MODELS = 20
 """Fewer source models than this get no linear calibration head and leave-one-out residuals."""
-
-
-def _preview(values: list[Any], limit: int = 5) -> str:
-    shown = ", ".join(repr(v) for v in values[:limit])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
 
 
 # ---------------------------------------------------------------------- linear head helpers

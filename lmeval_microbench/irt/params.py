@@ -58,8 +58,12 @@ class ItemParams:
         if len(set(ids)) != n:
             raise InputError("ItemParams: duplicate item ids")
         if not (np.all(np.isfinite(a)) and all(np.all(np.isfinite(v)) for v in arrays.values())):
-            bad = [ids[k] for k in range(n) if not np.all(np.isfinite(a[k]))
-                   or not all(np.isfinite(v[k]) for v in arrays.values())]
+            bad = [
+                ids[k]
+                for k in range(n)
+                if not np.all(np.isfinite(a[k]))
+                or not all(np.isfinite(v[k]) for v in arrays.values())
+            ]
             raise InputError(f"ItemParams: non-finite parameters for items {bad[:5]}")
         for name, value in (("item_ids", ids), ("a", a), *arrays.items()):
             object.__setattr__(self, name, value)
