@@ -93,7 +93,8 @@ def load_task(
     from lm_eval.tasks import TaskManager
 
     name, include = _task_name_and_path(task, include_path)
-    manager = TaskManager(include_path=include)
+    from_yaml = Path(task).suffix in (".yaml", ".yml")  # its includes resolve by path
+    manager = TaskManager(include_path=include, include_defaults=not from_yaml)
     if name not in manager.all_tasks:
         raise InputError(
             f"lm-eval does not know task {name!r}"
