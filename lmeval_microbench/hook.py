@@ -720,7 +720,7 @@ def _reconstruct(
     progress: bool,
 ) -> Reconstruction:
     index = BundleIndex.discover(bundles, shipped=shipped)
-    joint_path = Path(joint) if joint is not None else _find_joint(index)
+    joint_paths = [Path(joint)] if joint is not None else _find_joints(index)
     files = find_samples_files(paths)
     if not files:
         raise InputError(
@@ -754,12 +754,16 @@ def _reconstruct(
         estimates += estimate_task_scores(group, options)
     _note_in_run_differences(estimates)
     result = Reconstruction(estimates, _averages(scored, estimates, options), skipped)
-    if joint_path is not None:
-        # a joint state found beside the bundles serves the runs of all its benchmarks and
-        # stays silent otherwise; one the user named warns for every model it cannot serve
-        result.joint = joint_estimates(
-            load_joint(joint_path), scored, index, options, warn_incomplete=joint is not None
+    # a joint state found beside its bundles serves the models that ran all of them and stays
+    # silent otherwise; one the user named warns for every model it cannot serve
+    for path in joint_paths:
+        estimator = load_joint(path)
+        bundles = _joint_bundles(estimator, index)
+        found = joint_estimates(
+            estimator, scored, bundles, options, warn_incomplete=joint is not None
         )
+        for model, outputs in found.items():
+            result.joint.setdefault(model, outputs)
     return result
 
 
@@ -832,12 +836,10 @@ def _averages(
 
 
 # ---------------------------------------------------------------------------- joint estimates
-def _find_joint(index: BundleIndex) -> Path | None:
-    """The :data:`JOINT_FILE` of the suite folders the bundles live in (the first found)."""
-    for suite in sorted({ref.folder.parent for ref in index.by_name.values()}):
-        if (suite / JOINT_FILE).is_file():
-            return suite / JOINT_FILE
-    return None
+def _find_joints(index: BundleIndex) -> list[Path]:
+    """The :data:`JOINT_FILE` of every suite folder the bundles live in."""
+    suites = sorted({ref.folder.parent for ref in index.by_name.values()})
+    return [suite / JOINT_FILE for suite in suites if (suite / JOINT_FILE).is_file()]
 
 
 def load_joint(path: str | os.PathLike[str]) -> Any:
@@ -857,37 +859,48 @@ def load_joint(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{path}: {exc}") from exc
 
 
-def _check_joint_subsets(joint: Any, index: BundleIndex) -> None:
-    """The joint estimator must have been fitted on the very subsets of the bundles in use."""
-    by_benchmark = {ref.bundle.benchmark: ref.bundle for ref in index.by_name.values()}
+def _joint_bundles(joint: Any, index: BundleIndex) -> dict[str, Bundle]:
+    """The bundle of each of the joint estimator's benchmarks: the one holding its subset.
+
+    A subset no loaded bundle of that benchmark holds is an error: the estimator would read
+    answers to other items.
+    """
+    by_benchmark: dict[str, Bundle] = {}
     for benchmark in joint.benchmarks_:
-        bundle = by_benchmark.get(benchmark)
         fitted = set(joint.subsets_[benchmark].item_ids)
-        if bundle is None or fitted != set(bundle.item_ids):
+        found = [
+            ref.bundle
+            for ref in index.by_name.values()
+            if ref.bundle.benchmark == benchmark and set(ref.bundle.item_ids) == fitted
+        ]
+        if not found:
             raise BundleError(
                 f"the joint estimator's {benchmark} subset ({len(fitted)} items) is not the "
-                f"items of the {benchmark} bundle in use; refit it on the bundles' subsets"
+                f"items of any {benchmark} bundle in use; refit it on the bundles' subsets"
             )
+        by_benchmark[benchmark] = found[0]
+    return by_benchmark
 
 
 def joint_estimates(
     joint: Any,
     scored: Sequence[TaskScores],
-    index: BundleIndex,
+    bundles: Mapping[str, Bundle],
     options: ReconstructOptions,
     *,
     warn_incomplete: bool = True,
 ) -> dict[ModelId, Mapping[str, Estimate]]:
     """The joint estimator's outputs for every model that ran all its benchmarks in full.
 
+    ``bundles`` are the joint estimator's, by benchmark: runs of other bundles do not count.
     Other models get none; ``warn_incomplete`` says so in a warning per model.
     """
-    _check_joint_subsets(joint, index)
     level = options.level if options.level is not None else 0.9
+    names = {bundle.name for bundle in bundles.values()}
     scores: dict[ModelId, dict[ItemId, float]] = defaultdict(dict)
     benchmarks: dict[ModelId, set[str]] = defaultdict(set)
     for run in scored:
-        if not run.missing:
+        if not run.missing and run.match.ref.bundle.name in names:
             scores[run.model].update(run.scores)
             benchmarks[run.model].add(run.match.ref.bundle.benchmark)
     out: dict[ModelId, Mapping[str, Estimate]] = {}

@@ -253,6 +253,15 @@ def test_a_custom_process_results_is_refused(originals, tmp_path):
         render_task(task_obj, metric="acc")
 
 
+def test_mutual_information_requests_are_not_taken_for_choices(originals, tmp_path):
+    text = originals["toy_mc"]["yaml"].read_text().replace("task: toy_mc", "task: toy_mi")
+    (tmp_path / "toy_mi.yaml").write_text(text + "  - metric: acc_mutual_info\n")
+    rendered = render_task(load_task(str(tmp_path / "toy_mi.yaml")), metric="acc")
+    plain = render_task(load_task(str(originals["toy_mc"]["yaml"])), metric="acc")
+    for item, doc in rendered.docs.items():
+        assert doc["context"] == plain.docs[item]["context"] and len(doc["options"]) == 4
+
+
 def test_unknown_task_and_groups_are_clear_errors(tmp_path):
     with pytest.raises(InputError, match="task YAML not found"):
         load_task(str(tmp_path / "nope.yaml"))

