@@ -43,7 +43,7 @@ from .build import fit_source_irt
 from .errors import InputError, ItemMismatchError
 from .estimators import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
 from .estimators._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
-from .estimators.base import MIN_SOURCE_MODELS, fold_labels
+from .estimators.base import MIN_SOURCE_MODELS, checked_score, fold_labels
 from .irt import IRTModel, estimate_abilities
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
@@ -584,7 +584,7 @@ class JointEstimator:
                 f"joint: no subset item of any benchmark ({list(self.benchmarks_)}) was scored"
             )
         ids = [i for b in present for i in self.subsets_[b].item_ids]
-        row = np.array([[_checked_score(i, scores[i]) for i in ids]])
+        row = np.array([[checked_score(i, scores[i], owner="joint") for i in ids]])
         matrix = ResponseMatrix(row, ["model"], ids, source="joint.estimate")
         if not missing:
             joint = self._predict(matrix, level)
@@ -669,18 +669,6 @@ class JointEstimator:
         except TypeError as exc:
             raise InputError(f"joint: estimator state has unknown parameters ({exc})") from exc
         return estimator
-
-
-def _checked_score(item: ItemId, score: Any) -> float:
-    try:
-        number = float(score)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"joint: score of item {item!r} is not a number: {score!r}") from exc
-    if not np.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InputError(
-            f"joint: score of item {item!r} must be finite and in [0, 1], got {score!r}"
-        )
-    return number
 
 
 def _single(arrays: tuple[np.ndarray, ...], level: float) -> Estimate:

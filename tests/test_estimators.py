@@ -315,3 +315,17 @@ def test_irt_estimators_fit_their_own_parameters_on_the_source(world: dict) -> N
     assert np.corrcoef(estimator.params_.a[:, 0], true_slopes)[0, 1] > 0.8
     value, _, _ = estimator.estimate_matrix(world["heldout"])
     assert np.sqrt(np.mean((value - world["target_heldout"]) ** 2)) < SAMPLING_RMS_BOUND
+
+
+@pytest.mark.parametrize(
+    ("score", "match"),
+    [("x", r"joint: score of item 'a\.1' is not a number: 'x'"),
+     (float("nan"), r"joint: score of item 'a\.1' is not in \[0, 1\] \(got nan\)"),
+     (1.5, r"is not in \[0, 1\] \(got 1\.5\)")],
+)  # fmt: skip
+def test_checked_score_names_the_item_and_its_owner(score, match):
+    from lmeval_microbench.estimators.base import checked_score
+
+    assert checked_score("a.1", "0.25") == 0.25
+    with pytest.raises(InputError, match=match):
+        checked_score("a.1", score, owner="joint")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -76,6 +77,19 @@ def fold_labels(n: int, n_folds: int, seed: Any) -> np.ndarray:
     """Fold number of each of ``n`` rows: a seeded permutation cut into near-equal folds."""
     labels = np.arange(n) % n_folds
     return labels[as_generator(seed).permutation(n)]
+
+
+def checked_score(item: ItemId, score: Any, *, owner: str = "") -> float:
+    """``score`` as a float, or an :class:`InputError` naming the item: a NaN, a string or a
+    percentage slipped in where a score in [0, 1] belongs would bend every estimate."""
+    where = f"{owner}: " if owner else ""
+    try:
+        number = float(score)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}score of item {item!r} is not a number: {score!r}") from exc
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InputError(f"{where}score of item {item!r} is not in [0, 1] (got {score!r})")
+    return number
 
 
 class ScoreEstimator(ABC):
@@ -346,26 +360,13 @@ class ScoreEstimator(ABC):
         row = np.full((1, len(self.item_ids_)), np.nan)
         for k, item in enumerate(self.item_ids_):
             if item in scores:
-                row[0, k] = self._check_score(item, scores[item])
+                row[0, k] = checked_score(item, scores[item], owner=self.name)
         if np.isnan(row).all():
             raise ItemMismatchError(
                 f"{self.name}: none of the {len(self.item_ids_)} subset items was scored"
             )
         value, lower, upper, se = self._predict(row, level)
         return Estimate(float(value[0]), float(lower[0]), float(upper[0]), level, float(se[0]))
-
-    def _check_score(self, item: ItemId, score: Any) -> float:
-        try:
-            number = float(score)
-        except (TypeError, ValueError) as exc:
-            raise InputError(
-                f"{self.name}: score of item {item!r} is not a number: {score!r}"
-            ) from exc
-        if not np.isfinite(number) or not 0.0 <= number <= 1.0:
-            raise InputError(
-                f"{self.name}: score of item {item!r} must be finite and in [0, 1], got {score!r}"
-            )
-        return number
 
     def estimate_matrix(
         self,

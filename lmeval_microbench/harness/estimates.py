@@ -16,7 +16,6 @@ items and a warning names the count and says the interval is then too narrow.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from ..bundle import Bundle
 from ..errors import BundleError, InputError, ItemMismatchError
 from ..estimators import ESTIMATORS
 from ..estimators._conformal import check_level
-from ..estimators.base import ScoreEstimator
+from ..estimators.base import ScoreEstimator, checked_score
 from ..reconstruct import bundle_estimator
 
 logger = logging.getLogger("lmeval_microbench.harness")
@@ -156,23 +155,13 @@ def parse_item_scores(values: Sequence[Any]) -> tuple[str, str, dict[ItemId, flo
         metrics.add(metric)
         if item in scores:
             raise ItemMismatchError(f"bundle {bundle_name!r}: item {item!r} was scored twice")
-        scores[item] = _checked_score(score, item)
+        scores[item] = checked_score(item, score)
     if len(bundles) > 1 or len(metrics) > 1:
         raise ItemMismatchError(
             f"one aggregation received scores of bundles {sorted(bundles)} and metrics "
             f"{sorted(metrics)}; expected exactly one of each"
         )
     return bundles.pop(), metrics.pop(), scores
-
-
-def _checked_score(score: Any, item: ItemId) -> float:
-    try:
-        number = float(score)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"item {item!r}: score {score!r} is not a number") from exc
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InputError(f"item {item!r}: score {score!r} is not in [0, 1]")
-    return number
 
 
 def estimate_run(values: Sequence[Any]) -> RunEstimate:
