@@ -51,6 +51,19 @@ def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def write_text_if_changed(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 ``text`` atomically unless the file already holds it.
+
+    Generated files (task YAMLs, READMEs) are rewritten on every build; leaving equal ones
+    untouched keeps their times and gives clean diffs.
+    """
+    path = Path(path)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

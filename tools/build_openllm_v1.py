@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lmeval_microbench._io import atomic_path
+from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle import Bundle, DatasetCoordinates, MetricSpec
 from lmeval_microbench.collect import content_hash
@@ -450,7 +450,9 @@ def write_joint(
         subsets,
         {name: target for name, (_, target) in sources.items()},
     )
-    write_text(out / JOINT_FILE, json.dumps(joint.state_dict(), separators=(",", ":")) + "\n")
+    write_text_if_changed(
+        out / JOINT_FILE, json.dumps(joint.state_dict(), separators=(",", ":")) + "\n"
+    )
     return joint
 
 
@@ -517,13 +519,6 @@ MIT-licensed; this notice covers the data files of this folder only.
 """
 
 
-def write_text(path: Path, text: str) -> None:
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
 def held_out_summary(bundle: Bundle) -> str:
     by_protocol = bundle.reliability.get("held_out", {}).get("by_protocol", {})
     maes = [by_protocol.get(protocol, {}).get("mae") for protocol in ("random", "extrapolation")]
@@ -542,8 +537,8 @@ def write_readme(
         f"{output} {100 * joint.cv_mae_[output]:.2f}" for output in joint.outputs_
     )
     text = README.format(level=level, rows=rows, n_joint=joint.n_source_, joint_mae=joint_mae)
-    write_text(out / "README.md", text)
-    write_text(out / "NOTICE.md", NOTICE)
+    write_text_if_changed(out / "README.md", text)
+    write_text_if_changed(out / "NOTICE.md", NOTICE)
 
 
 # ---------------------------------------------------------------------------- main

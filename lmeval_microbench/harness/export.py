@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_path
+from .._io import write_text_if_changed
 from ..bundle import BUNDLE_FILE, Bundle, load_bundle, save_bundle
 from ..errors import BundleError, InputError
 from .docs import ITEMS_JSONL, check_docs_match_bundle, write_docs
@@ -230,13 +230,6 @@ def load_docs(**kwargs):
 
 
 # ---------------------------------------------------------------------------- writing
-def _write_text(path: Path, text: str) -> None:
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
 def _comparable(bundle: Bundle) -> dict[str, Any]:
     payload = bundle.to_dict()
     payload["provenance"] = {k: v for k, v in payload["provenance"].items() if k != "created"}
@@ -284,14 +277,14 @@ def write_task(
     folder = suite / spec.data_dir
     bundle = _save_bundle_if_changed(bundle, folder)
     write_docs(ordered, folder / ITEMS_JSONL)
-    _write_text(suite / f"{HOOKS_MODULE}.py", hooks_module())
+    write_text_if_changed(suite / f"{HOOKS_MODULE}.py", hooks_module())
     yaml_path = suite / f"{spec.task}.yaml"
-    _write_text(yaml_path, task_yaml(spec, bundle))
+    write_text_if_changed(yaml_path, task_yaml(spec, bundle))
     return yaml_path
 
 
 def write_group(suite: str | os.PathLike[str], spec: GroupSpec) -> Path:
     """Write a group YAML into ``suite``; returns its path."""
     path = Path(suite) / f"{spec.group}.yaml"
-    _write_text(path, group_yaml(spec))
+    write_text_if_changed(path, group_yaml(spec))
     return path
