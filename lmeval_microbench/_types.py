@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ItemId = str
@@ -10,6 +11,20 @@ ItemId = str
 
 ModelId = str
 """Model identifier, e.g. a Hugging Face repo id or a checkpoint path."""
+
+
+def duplicate_ids(ids: Iterable[str]) -> list[str]:
+    """The ids that occur more than once, each once, in the order of their second occurrence.
+
+    Ids are how every join is made, so any id seen twice is an error the caller names.
+    """
+    seen: set[str] = set()
+    dups: dict[str, None] = {}
+    for value in ids:
+        if value in seen:
+            dups[value] = None
+        seen.add(value)
+    return list(dups)
 
 
 @dataclass(frozen=True)

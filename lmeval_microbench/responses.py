@@ -17,7 +17,7 @@ import pandas as pd
 
 from ._io import atomic_path, canonical_json, sha256_bytes
 from ._text import preview as _preview
-from ._types import ItemId, ModelId
+from ._types import ItemId, ModelId, duplicate_ids
 from .errors import InputError, ItemMismatchError
 
 ITEM_FIELDS = ("benchmark", "stratum", "content_hash")
@@ -44,16 +44,6 @@ def infer_item_metadata(item_ids: Sequence[ItemId]) -> pd.DataFrame:
         index=pd.Index(list(item_ids), name="item_id"),
         dtype=object,  # None stays None (pandas 3 would make these str columns with NaN)
     )
-
-
-def _duplicates(ids: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    dups: list[str] = []
-    for value in ids:
-        if value in seen and value not in dups:
-            dups.append(value)
-        seen.add(value)
-    return dups
 
 
 class ResponseMatrix:
@@ -106,7 +96,7 @@ class ResponseMatrix:
 
     # ------------------------------------------------------------------ validation
     def _check_ids(self, ids: tuple[str, ...], kind: str) -> None:
-        dups = _duplicates(ids)
+        dups = duplicate_ids(ids)
         if dups:
             raise InputError(f"{self.source}: duplicate {kind} ids: {_preview(dups)}")
         empty = [k for k, value in enumerate(ids) if value.strip() == "" or value == "nan"]
@@ -315,7 +305,7 @@ class ResponseMatrix:
         if not matrices:
             raise InputError("concat_items: no matrices given")
         frames = [m.to_frame() for m in matrices]
-        dup_items = _duplicates([i for m in matrices for i in m.item_ids])
+        dup_items = duplicate_ids([i for m in matrices for i in m.item_ids])
         if dup_items:
             raise InputError(
                 f"concat_items: items appear in several matrices: {_preview(dup_items)}"

@@ -253,6 +253,12 @@ def test_a_custom_process_results_is_refused(originals, tmp_path):
         render_task(task_obj, metric="acc")
 
 
+def test_an_id_field_shared_by_several_documents_is_refused(originals):
+    task_obj = load_task(str(originals["toy_mc"]["yaml"]))
+    with pytest.raises(InputError, match=r"item ids \['0', '1', '2', '3'\] name more than one"):
+        render_task(task_obj, metric="acc", id_field="answer")
+
+
 def test_mutual_information_requests_are_not_taken_for_choices(originals, tmp_path):
     text = originals["toy_mc"]["yaml"].read_text().replace("task: toy_mc", "task: toy_mi")
     (tmp_path / "toy_mi.yaml").write_text(text + "  - metric: acc_mutual_info\n")

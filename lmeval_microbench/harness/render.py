@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._types import ItemId
+from .._types import ItemId, duplicate_ids
 from ..collect import content_hash, item_ids_of_docs
 from ..errors import InputError, ItemMismatchError
 from ..responses import ResponseMatrix
@@ -252,8 +252,7 @@ def _check_supported(task_obj: Any, name: str) -> None:
 
 
 def _check_unique(ids: Sequence[ItemId], task: str) -> None:
-    seen: set[ItemId] = set()
-    twice = [item for item in ids if item in seen or seen.add(item)]
+    twice = duplicate_ids(ids)
     if twice:
         raise InputError(
             f"task {task!r}: item ids {twice[:5]} name more than one document; choose an "

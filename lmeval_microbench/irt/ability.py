@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .._types import ItemId
+from .._types import ItemId, duplicate_ids
 from ..errors import InputError
 from . import _math
 from .params import ItemParams
@@ -123,9 +123,8 @@ def _checked_values(values: np.ndarray, item_ids: Sequence[ItemId]) -> np.ndarra
             f"estimate_abilities: scores have shape {array.shape}, expected (n_models, {len(ids)}) "
             "to match item_ids"
         )
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        dups = sorted({i for i in ids if i in seen or seen.add(i)})
+    dups = sorted(duplicate_ids(ids))
+    if dups:
         raise InputError(f"estimate_abilities: duplicate item ids {dups[:5]}")
     with np.errstate(invalid="ignore"):
         bad = np.isinf(array) | (array < 0) | (array > 1)
