@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -79,3 +79,33 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def canonical_json(payload: Any) -> bytes:
     """Deterministic JSON bytes (sorted keys, no whitespace) for hashing."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+SEAL_KEY = "checksums"
+"""Key under which a sealed JSON document keeps the checksum of the rest."""
+
+
+def json_checksum(payload: Mapping[str, Any], *, without: str = SEAL_KEY) -> str:
+    """sha256 of the canonical JSON of ``payload`` less its ``without`` key (where it is kept)."""
+    return sha256_bytes(canonical_json({k: v for k, v in payload.items() if k != without}))
+
+
+def seal_json(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``payload`` with a sha256 of its content under :data:`SEAL_KEY`.
+
+    A checksum turns a hand edit or corruption of a stored state (one changed number moves
+    every estimate it makes) into an error when it is read; see :func:`seal_holds`.
+    """
+    checksum = json_checksum(payload)
+    return {**payload, SEAL_KEY: {"algorithm": "sha256", "payload": checksum}}
+
+
+def seal_holds(document: Mapping[str, Any]) -> bool | None:
+    """Whether a document sealed by :func:`seal_json` is unchanged; None if it has no seal."""
+    if SEAL_KEY not in document:
+        return None
+    seal = document[SEAL_KEY]
+    try:
+        return isinstance(seal, Mapping) and seal.get("payload") == json_checksum(document)
+    except UnicodeEncodeError:  # a lone surrogate: not text any sealed document held
+        return False

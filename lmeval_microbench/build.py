@@ -61,7 +61,8 @@ def build_bundle(
     irt = fit_source_irt(source, model=irt_model, seed=seed)
     fitted = []
     for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
-        fitted.append(make_estimator(estimator_name).fit(source, subset, target, irt=irt))
+        estimator = make_estimator(estimator_name).fit(source, subset, target, irt=irt)
+        fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
     reliability = {
         "cv_mae_source": {est.name: float(est.cv_mae_) for est in fitted},
         "n_source_models": int(source.n_models),

@@ -29,14 +29,17 @@ IRT parameters (unsupervised) are fitted once on all source models, not once per
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ._io import SEAL_KEY, seal_holds
 from ._text import preview as _preview
 from ._types import Estimate, ItemId
 from .build import fit_source_irt
@@ -644,6 +647,11 @@ class JointEstimator:
         if not isinstance(state, Mapping) or state.get("estimator") != cls.name:
             found = state.get("estimator") if isinstance(state, Mapping) else type(state).__name__
             raise InputError(f"joint: state is not a joint estimator state (found {found!r})")
+        if seal_holds(state) is False:
+            raise InputError(
+                "joint: checksum mismatch: the estimator state was edited or corrupted after "
+                "it was written"
+            )
         if state.get("state_version") != STATE_VERSION:
             raise InputError(
                 f"joint: state version {state.get('state_version')!r} is not supported "
@@ -668,7 +676,48 @@ class JointEstimator:
             raise InputError(f"joint: estimator state lacks field {exc.args[0]!r}") from exc
         except TypeError as exc:
             raise InputError(f"joint: estimator state has unknown parameters ({exc})") from exc
+        except (ValueError, AttributeError, OverflowError) as exc:  # wrong types, ragged arrays
+            raise InputError(f"joint: estimator state is malformed ({exc})") from exc
+        estimator._check_head_shapes()
         return estimator
+
+    def _check_head_shapes(self) -> None:
+        """The head's arrays must fit the features and outputs (else estimates fail later)."""
+        p, n_out = 0, len(self.outputs_)
+        if "estimates" in self.features:
+            p += len(self.benchmarks_)
+        if "items" in self.features:
+            p += len(self.subset_item_ids)
+        if "mirt" in self.features and self.mirt_ is not None:
+            p += self.mirt_.n_dims
+        expected = {"center": (p,), "scale": (p,), "coef": (p, n_out)}
+        expected |= dict.fromkeys(("intercept", "alpha", "item_scale"), (n_out,))
+        for name, shape in expected.items():
+            found = getattr(self.head_, name).shape
+            if found != shape:
+                raise InputError(
+                    f"joint: estimator state head.{name} has shape {found}, expected {shape} "
+                    f"({p} features, {n_out} outputs)"
+                )
+
+
+# ---------------------------------------------------------------------- state files
+def load_state(path: str | os.PathLike[str]) -> JointEstimator:
+    """The fitted joint estimator of a ``joint.json`` written with ``_io.seal_json``.
+
+    Errors name the file; a state without its checksum is refused (no pickles are read).
+    """
+    path = Path(path)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(f"{path}: cannot read the joint estimator state ({exc})") from exc
+    if not isinstance(state, dict) or SEAL_KEY not in state:
+        raise InputError(f"{path}: the joint estimator state has no checksum; write it again")
+    try:
+        return JointEstimator.from_state(state)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from exc
 
 
 def _single(arrays: tuple[np.ndarray, ...], level: float) -> Estimate:

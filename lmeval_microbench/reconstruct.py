@@ -20,18 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from ._io import atomic_path
+from ._io import atomic_path, sha256_bytes
 from ._types import Estimate, ItemId, MaybeEstimated, ModelId
 from .bundle import Bundle
-from .errors import ItemMismatchError
+from .errors import InputError, ItemMismatchError
 from .estimators import estimator_from_state
 from .estimators.base import ScoreEstimator
 from .responses import ResponseMatrix
 
 
 def bundle_estimator(bundle: Bundle, name: str | None = None) -> ScoreEstimator:
-    """The fitted estimator ``name`` (the bundle's default when None) stored in ``bundle``."""
-    return estimator_from_state(bundle.estimator_state(name))
+    """The fitted estimator ``name`` (the bundle's default when None) stored in ``bundle``,
+    able to impute unscored items from the bundle's IRT parameters (``allow_missing``)."""
+    return estimator_from_state(bundle.estimator_state(name)).with_imputation(bundle.irt)
 
 
 def estimate_models(
@@ -46,7 +47,7 @@ def estimate_models(
 
     Rows join the bundle's items by id; a model lacking subset items raises
     :class:`~lmeval_microbench.errors.ItemMismatchError` naming them unless ``allow_missing``
-    (IRT-based estimators only).
+    (then they are imputed from the bundle's IRT parameters, see ``estimators.missing``).
     """
     fitted = bundle_estimator(bundle, estimator)
     ids = bundle.subset.item_ids
@@ -294,16 +295,27 @@ class Reconstruction:
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n\n" + self._legend() + "\n"
 
+    def _items_scored(self, benchmark: str) -> str:
+        """``arc 50 of 1,172``: the items scored (a range over models) of the full benchmark,
+        and how many of the subset's items went unscored (a run cut short, ``--limit``)."""
+        found = [e for e in self.estimates if e.benchmark == benchmark]
+        low = min(e.items_scored for e in found)
+        high = max(e.items_scored for e in found)
+        budget = max(e.items_in_bundle for e in found)
+        full = found[0].full_size
+        text = f"{benchmark} {low}" + ("" if low == high else f"-{high}")
+        text += f" of {full:,}" if full else ""
+        if low < budget:
+            most = "" if low == high else "up to "
+            text += f" ({most}{budget - low} of its {budget} subset items unscored)"
+        return text
+
     def _legend(self) -> str:
-        parts = []
-        for bm in self.benchmarks:
-            found = next(e for e in self.estimates if e.benchmark == bm)
-            total = f" of {found.full_size:,}" if found.full_size else ""
-            parts.append(f"{bm} {found.items_in_bundle}{total}")
+        parts = [self._items_scored(bm) for bm in self.benchmarks]
         level = next((e.estimate.level for e in self.estimates if e.estimate), 0.9)
         text = (
             f"Estimated full-benchmark scores in percent with {level:.0%} intervals; items "
-            f"evaluated: {', '.join(parts)}."
+            f"scored: {', '.join(parts)}."
         )
         if self.averages:
             k = len(self.averages[0].benchmarks)
@@ -338,11 +350,46 @@ def benchmark_order(name: str) -> tuple[int, str]:
     return (order.index(name), name) if name in order else (len(order), name)
 
 
-def write_reconstruction(result: Reconstruction, path: str | os.PathLike[str]) -> Path:
-    """Write ``result`` as JSON to ``path`` and its markdown table beside it (``.md``)."""
+def reconstruction_files(
+    path: str | os.PathLike[str], *, overwrite: bool = False
+) -> tuple[Path, Path]:
+    """The JSON file and the markdown table beside it that :func:`write_reconstruction`
+    writes, checked before any work: a folder, or an existing file without ``overwrite``
+    (it may be anything, a response matrix say), is refused naming it."""
     path = Path(path)
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-    with atomic_path(path.with_suffix(".md")) as tmp:
-        tmp.write_text(result.to_markdown(), encoding="utf-8")
+    table = path.with_suffix(".md")
+    if path.is_dir():
+        raise InputError(
+            f"{path} is a folder: give the file to write the estimates to, e.g. "
+            f"{path / 'estimates.json'} (its markdown table goes beside it)"
+        )
+    if path == table:
+        raise InputError(
+            f"{path}: the estimates (JSON) and their markdown table would be one file; give a "
+            f"name such as {path.with_suffix('.json')}"
+        )
+    for target in (path, table):
+        if target.is_dir():
+            raise InputError(f"{target} is a folder; the markdown table cannot be written there")
+        if target.exists() and not overwrite:
+            raise InputError(f"{target} exists; pass --overwrite (overwrite=True) to replace it")
+    return path, table
+
+
+def write_reconstruction(
+    result: Reconstruction, path: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
+    """Write ``result`` as JSON to ``path`` and its markdown table beside it (``.md``).
+
+    Both go to temporary files first, then into place, the table first: its last line names
+    the JSON file and its sha256, so a pair cut apart by a kill between the two moves shows
+    it (the JSON's checksum is not the one its table names). See
+    :func:`reconstruction_files` for the targets refused.
+    """
+    path, table = reconstruction_files(path, overwrite=overwrite)
+    data = (json.dumps(result.to_dict(), indent=2) + "\n").encode("utf-8")
+    footer = f"Estimates: `{path.name}`, sha256 {sha256_bytes(data)}.\n"
+    with atomic_path(path) as json_tmp, atomic_path(table) as table_tmp:
+        json_tmp.write_bytes(data)
+        table_tmp.write_text(result.to_markdown() + "\n" + footer, encoding="utf-8")
     return path

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES
 
 from ._io import atomic_path, canonical_json, sha256_bytes
 from ._text import preview as _preview
@@ -24,6 +25,8 @@ ITEM_FIELDS = ("benchmark", "stratum", "content_hash")
 """Item metadata columns every matrix carries (values may be None)."""
 
 _PARQUET_META_KEY = b"lmeval_microbench"
+_NA_MARKERS = sorted(STR_NA_VALUES)
+"""What pandas reads as missing by default ('', 'NA', 'nan', 'null', ...)."""
 _FORMAT_VERSION = 1
 
 
@@ -95,10 +98,14 @@ class ResponseMatrix:
         self._model_pos = {model: k for k, model in enumerate(self.model_ids)}
 
     # ------------------------------------------------------------------ validation
-    def _check_ids(self, ids: tuple[str, ...], kind: str) -> None:
+    def _refuse_duplicates(self, ids: Iterable[str], kind: str, where: str = "") -> None:
+        """Ids are how every join is made: one seen twice is an error that names it."""
         dups = duplicate_ids(ids)
         if dups:
-            raise InputError(f"{self.source}: duplicate {kind} ids: {_preview(dups)}")
+            raise InputError(f"{self.source}: {where}duplicate {kind} ids: {_preview(dups)}")
+
+    def _check_ids(self, ids: tuple[str, ...], kind: str) -> None:
+        self._refuse_duplicates(ids, kind)
         empty = [k for k, value in enumerate(ids) if value.strip() == "" or value == "nan"]
         if empty:
             raise InputError(f"{self.source}: {kind} at positions {_preview(empty)} has no id")
@@ -126,6 +133,7 @@ class ResponseMatrix:
             return inferred
         items = items.copy()
         items.index = items.index.map(str)
+        self._refuse_duplicates(items.index, "item", "item metadata: ")
         missing = [i for i in self.item_ids if i not in items.index]
         if missing:
             raise InputError(f"{self.source}: item metadata lacks items {_preview(missing)}")
@@ -142,6 +150,7 @@ class ResponseMatrix:
             return pd.DataFrame(index=pd.Index(list(self.model_ids), name="model"))
         models = models.copy()
         models.index = models.index.map(str)
+        self._refuse_duplicates(models.index, "model", "model metadata: ")
         models = models.reindex(list(self.model_ids))
         models.index.name = "model"
         return models
@@ -336,7 +345,7 @@ class ResponseMatrix:
         """Build from a wide frame: index = model ids, columns = item ids."""
         try:
             values = frame.to_numpy(dtype=np.float64, na_value=np.nan)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:  # text, or a 400-digit integer
             bad_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
             raise InputError(
                 f"{source}: non-numeric scores in columns {_preview(bad_cols)}"
@@ -374,21 +383,13 @@ class ResponseMatrix:
 
         path = Path(path)
         try:
+            # pyarrow cannot even select columns of a file with repeated names: check first
+            _refuse_repeated_columns(pq.read_schema(path).names, str(path))
             table = pq.read_table(path)
         except (OSError, ValueError) as exc:
             raise InputError(f"{path}: not a readable parquet file ({exc})") from exc
-        frame = table.to_pandas()
-        frame = _with_model_index(frame, str(path))
-        raw_meta = (table.schema.metadata or {}).get(_PARQUET_META_KEY)
-        items = models = None
-        if raw_meta is not None:
-            meta = json.loads(raw_meta)
-            if meta.get("format_version") != _FORMAT_VERSION:
-                raise InputError(
-                    f"{path}: unknown matrix format version {meta.get('format_version')!r}"
-                )
-            items = pd.DataFrame(meta["items"]).set_index("item_id")
-            models = pd.DataFrame(meta["models"]).set_index("model") if meta["models"] else None
+        frame = _with_model_index(table.to_pandas(), str(path))
+        items, models = _parquet_metadata(table.schema.metadata, str(path))
         return cls.from_frame(frame, items=items, models=models, source=str(path))
 
     @classmethod
@@ -396,7 +397,12 @@ class ResponseMatrix:
         """Read a wide CSV: first column model ids (or a ``model`` column), one column per item."""
         path = Path(path)
         try:
-            frame = pd.read_csv(path)
+            # pandas renames a repeated column ('arc.1' -> 'arc.1.1') and names a blank one
+            # ('Unnamed: 3'): check the header as written
+            header = csv_header(path)
+            _refuse_repeated_columns(header, str(path))
+            _refuse_blank_columns(header, str(path))
+            frame = read_csv_keeping_ids(path, header, "model")
         except (OSError, ValueError, pd.errors.ParserError) as exc:
             raise InputError(f"{path}: not a readable CSV matrix ({exc})") from exc
         frame = _with_model_index(frame, str(path))
@@ -414,16 +420,86 @@ class ResponseMatrix:
 
 
 def _with_model_index(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Move model ids into the index: a ``model`` column, a named index, or the first column."""
-    if "model" in frame.columns:
-        return frame.set_index("model")
-    if frame.index.name is not None or not isinstance(frame.index, pd.RangeIndex):
-        return frame
+    """Move model ids into the index: a ``model`` column, a named index, or the first column.
+
+    A file without rows or item columns is refused here: every later step would fail on it
+    with a message that does not say why.
+    """
+    if frame.index.name == "model":
+        pass  # our own parquet: an item may even be called 'model'
+    elif "model" in frame.columns:
+        frame = frame.set_index("model")
+    elif frame.index.name is None and isinstance(frame.index, pd.RangeIndex):
+        if frame.shape[1] == 0:
+            raise InputError(f"{source}: empty matrix")
+        first = frame.columns[0]
+        if len(frame) and pd.api.types.is_numeric_dtype(frame[first]):
+            raise InputError(
+                f"{source}: cannot find model ids: expected a 'model' column or a first column "
+                "of names"
+            )
+        frame = frame.set_index(first)
+    if len(frame) == 0:
+        raise InputError(f"{source}: the matrix has no models (no rows under the header)")
     if frame.shape[1] == 0:
-        raise InputError(f"{source}: empty matrix")
-    first = frame.columns[0]
-    if pd.api.types.is_numeric_dtype(frame[first]):
-        raise InputError(
-            f"{source}: cannot find model ids: expected a 'model' column or a first column of names"
-        )
-    return frame.set_index(first)
+        raise InputError(f"{source}: the matrix has no items (no column besides the model ids)")
+    return frame
+
+
+def csv_header(path: Path, sep: str = ",") -> list[str]:
+    """The column names of a CSV exactly as written (pandas would rename repeated ones)."""
+    header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False)
+    return header.iloc[0].tolist() if len(header) else []
+
+
+def read_csv_keeping_ids(
+    path: Path, header: Sequence[str], id_column: str, *, sep: str = ","
+) -> pd.DataFrame:
+    """A CSV whose ids are kept as written: ``007`` stays ``007``, ``NA`` is a name.
+
+    pandas would read ``007`` as 7 and ``NA`` or ``null`` as missing. The column
+    ``id_column`` is read as text (without it, the first column is the candidate for ids:
+    no missing-value markers, types inferred); the other columns keep pandas' markers.
+    """
+    names = [name or f"Unnamed: {k}" for k, name in enumerate(header)]  # pandas' names
+    ids = id_column if id_column in names else names[0] if names else id_column
+    markers = {name: _NA_MARKERS for name in names if name != ids}
+    dtype = {ids: str} if ids == id_column else None
+    return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=markers, dtype=dtype)
+
+
+def _refuse_blank_columns(header: Sequence[str], source: str) -> None:
+    """A column without a name has no item id (the first may be an unnamed id column)."""
+    blank = [k + 1 for k, name in enumerate(header) if k > 0 and not name.strip()]
+    if blank:
+        raise InputError(f"{source}: columns {_preview(blank)} have no name (no item id)")
+
+
+def _refuse_repeated_columns(names: Iterable[str], source: str) -> None:
+    """A column name seen twice is an item id seen twice (or a repeated model column)."""
+    dups = duplicate_ids(name for name in names if name)
+    if dups:
+        raise InputError(f"{source}: duplicate item ids: {_preview(dups)}")
+
+
+def _parquet_metadata(
+    schema_meta: dict[bytes, bytes] | None, source: str
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Item and model metadata stored by :meth:`ResponseMatrix.to_parquet` (None if absent)."""
+    raw = (schema_meta or {}).get(_PARQUET_META_KEY)
+    if raw is None:
+        return None, None
+    where = f"{source}: unreadable {_PARQUET_META_KEY.decode()!r} metadata"
+    try:
+        meta = json.loads(raw)
+        version = meta.get("format_version")
+    except (ValueError, AttributeError, RecursionError) as exc:  # not JSON, not an object
+        raise InputError(f"{where} ({exc})") from exc
+    if version != _FORMAT_VERSION:
+        raise InputError(f"{source}: unknown matrix format version {version!r}")
+    try:
+        items = pd.DataFrame(meta["items"]).set_index("item_id")
+        models = pd.DataFrame(meta["models"]).set_index("model") if meta["models"] else None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where} ({type(exc).__name__}: {exc})") from exc
+    return items, models

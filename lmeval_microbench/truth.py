@@ -9,10 +9,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._text import preview as _preview
 from .errors import InputError
-from .responses import ResponseMatrix
+from .responses import ResponseMatrix, csv_header, read_csv_keeping_ids
 
 SCALES = ("auto", "fraction", "percent")
+SCALE_TOLERANCE = 10**0.75
+"""How far (a factor, about 5.6) the targets may average from the row means, or from 100
+times them, for ``scale="auto"`` to call them fractions, or percent."""
+_UNDECIDED = "microbench_scale_undecided"
+"""``Series.attrs`` key of scores whose scale :func:`align_target` must decide (their source)."""
 
 
 def read_scores(
@@ -24,19 +30,21 @@ def read_scores(
 ) -> pd.Series:
     """Scores per model from a CSV/TSV/parquet file, as fractions in [0, 1].
 
-    ``scale="auto"`` treats the column as percent when any value exceeds 1. Duplicate model
-    rows and non-numeric scores are errors naming the model.
+    ``scale="auto"`` treats the column as percent when any value exceeds 1. When none does,
+    the values may still be percent (weak models: 0.5 meaning 0.5%), so they are returned
+    as read and marked undecided: :func:`align_target` decides with the matrix row means.
+    Duplicate model rows and non-numeric scores are errors naming the model.
     """
     if scale not in SCALES:
         raise InputError(f"score scale must be one of {SCALES}, got {scale!r}")
     path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        frame = pd.read_parquet(path)
-    else:
-        frame = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+    frame = _read_table(path, model_column)
     for needed in (model_column, column):
         if needed not in frame.columns:
             raise InputError(f"{path}: no column {needed!r}; columns are {list(frame.columns)}")
+    nameless = frame.index[frame[model_column].isna() | (frame[model_column].astype(str) == "")]
+    if len(nameless):
+        raise InputError(f"{path}: rows {_preview([k + 1 for k in nameless])} have no model id")
     dups = frame[model_column][frame[model_column].duplicated()].unique().tolist()
     if dups:
         raise InputError(f"{path}: models listed more than once: {dups[:5]}")
@@ -53,7 +61,20 @@ def read_scores(
         raise InputError(
             f"{path}: {column!r} outside the score range for {out_of_range.index[:5].tolist()}"
         )
+    if scale == "auto" and scores.max() <= 1.0:
+        scores.attrs[_UNDECIDED] = f"{path}: {column!r}"
     return scores
+
+
+def _read_table(path: Path, model_column: str) -> pd.DataFrame:
+    """The scores table with model ids as written; an unreadable file names itself."""
+    try:
+        if path.suffix.lower() == ".parquet":
+            return pd.read_parquet(path)
+        sep = "\t" if path.suffix.lower() == ".tsv" else ","
+        return read_csv_keeping_ids(path, csv_header(path, sep), model_column, sep=sep)
+    except (OSError, ValueError) as exc:  # missing, empty, ragged, not UTF-8, not parquet
+        raise InputError(f"{path}: not a readable scores file ({exc})") from exc
 
 
 def align_target(
@@ -76,4 +97,32 @@ def align_target(
             stacklevel=2,
         )
     matrix = matrix.select_models(known)
-    return matrix, scores.loc[list(matrix.model_ids)].to_numpy(dtype=np.float64)
+    target = scores.loc[list(matrix.model_ids)].to_numpy(dtype=np.float64)
+    undecided = scores.attrs.get(_UNDECIDED)
+    if undecided is not None:
+        target = _resolve_scale(target, matrix.mean_scores(), undecided)
+    return matrix, target
+
+
+def _resolve_scale(target: np.ndarray, row_means: np.ndarray, where: str) -> np.ndarray:
+    """Fractions or percent, whichever agrees with the row means; refuse when unclear.
+
+    A model's full score and its mean over the matrix items differ (the matrix may hold an
+    easier or harder part of the benchmark), but not by a factor of 100: targets that
+    average about as much as the row means are fractions, about 100 times as much percent.
+    Within a factor of :data:`SCALE_TOLERANCE` of either is a decision; anything else is not.
+    """
+    if not np.any(target > 0):
+        return target  # all zero: the same on either scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(np.mean(target) / np.nanmean(row_means))
+    if np.isfinite(ratio) and ratio > 0:
+        if abs(np.log10(ratio)) < np.log10(SCALE_TOLERANCE):
+            return target
+        if abs(np.log10(ratio / 100.0)) < np.log10(SCALE_TOLERANCE):
+            return target / 100.0
+    raise InputError(
+        f"{where}: cannot tell whether the scores are fractions or percent: all are at most 1 "
+        f"and they average {ratio:.3g} times the matrix row means (about 1 for fractions, 100 "
+        "for percent); pass --score-scale fraction or --score-scale percent (scale= in Python)"
+    )

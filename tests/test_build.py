@@ -1,10 +1,13 @@
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from lmeval_microbench.build import CONSTANT_ITEM_LOGIT, build_bundle, fit_source_irt
 from lmeval_microbench.bundle import load_bundle, save_bundle
-from lmeval_microbench.errors import InputError, ItemMismatchError
+from lmeval_microbench.bundle.integrity import seal
+from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
 from lmeval_microbench.reconstruct import estimate_models
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -140,3 +143,127 @@ def test_align_target_drops_unscored_models_with_warning(matrix):
         source, target = align_target(matrix, scores)
     assert source.model_ids == matrix.model_ids[:10]
     assert np.all(target == 0.5)
+
+
+# ---------------------------------------------------------------------------- issue 8
+def test_an_estimator_state_with_a_wrong_length_vector_is_named_at_load(matrix, tmp_path):
+    source, target = align_target(matrix.select_models(matrix.model_ids[:300]), None)
+    bundle = build_bundle(
+        source,
+        target,
+        name="t",
+        benchmark="t",
+        method="random",
+        budget=10,
+        estimators=["anchor", "mean"],
+        default_estimator="anchor",
+    )
+    folder = save_bundle(bundle, tmp_path / "b")
+    text = (folder / "bundle.json").read_text()
+    for k, name in enumerate(("anchor", "mean")):
+        document = json.loads(text)
+        document.pop("checksums")
+        state = document["estimators"][k]["state"]
+        state["weights"] = state["weights"][:-1]  # one entry short
+        (folder / "bundle.json").write_text(json.dumps(seal(document)))
+        with pytest.raises(
+            BundleError, match=rf"b/bundle\.json: estimator '{name}' has an unusable state"
+        ):
+            load_bundle(folder)
+
+
+def weak_models(seed: int = 5) -> tuple[ResponseMatrix, np.ndarray]:
+    """300 models right on 0.05-0.3% of 1,000 items, and that rate: percents all below 1."""
+    rng = np.random.default_rng(seed)
+    rate = rng.uniform(0.0005, 0.003, 300)
+    values = (rng.random((300, 1000)) < rate[:, None]).astype(float)
+    models = [f"org/weak-{k}" for k in range(300)]
+    return ResponseMatrix(values, models, [f"gsm8k.{k}" for k in range(1000)]), rate
+
+
+def scores_file(path, models, values):
+    pd.DataFrame({"model": models, "s": values}).to_csv(path, index=False)
+    return path
+
+
+def test_percent_scores_all_below_one_are_read_as_percent(tmp_path):
+    matrix, rate = weak_models()
+    path = scores_file(tmp_path / "scores.csv", matrix.model_ids, 100 * rate)
+    _, target = align_target(matrix, read_scores(path, "s"))
+    np.testing.assert_allclose(target, rate)
+
+
+def test_fractions_near_the_row_means_stay_fractions(tmp_path):
+    matrix, rate = weak_models()
+    path = scores_file(tmp_path / "scores.csv", matrix.model_ids, 2 * rate)
+    _, target = align_target(matrix, read_scores(path, "s"))
+    np.testing.assert_allclose(target, 2 * rate)
+
+
+def test_scores_of_no_clear_scale_are_refused_naming_the_option(tmp_path):
+    matrix, rate = weak_models()
+    path = scores_file(tmp_path / "scores.csv", matrix.model_ids, 10 * rate)
+    with pytest.raises(InputError, match=r"scores\.csv: .*fractions or percent.*--score-scale"):
+        align_target(matrix, read_scores(path, "s"))
+    _, target = align_target(matrix, read_scores(path, "s", scale="percent"))  # told: obeyed
+    np.testing.assert_allclose(target, rate / 10)
+    nothing_right = ResponseMatrix(np.zeros_like(matrix.values), matrix.model_ids, matrix.item_ids)
+    with pytest.raises(InputError, match="--score-scale"):
+        align_target(nothing_right, read_scores(path, "s"))
+
+
+def test_read_scores_keeps_model_ids_and_names_unreadable_files(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_text("model,s\n007,50\nNA,25\nnull,NA\n")
+    assert read_scores(path, "s").to_dict() == {"007": 0.5, "NA": 0.25}
+    path.write_text("model,s\n,50\nb,25\n")
+    with pytest.raises(InputError, match=r"scores\.csv: rows 1 have no model id"):
+        read_scores(path, "s")
+    broken = {
+        "missing.csv": None,
+        "empty.csv": b"",
+        "latin1.csv": b"model,s\n\xe9t\xe9,50\n",
+        "ragged.csv": b"model,s\na,50\nb,60,70,80\n",
+        "text.parquet": b"model,s\na,50\n",
+    }
+    for name, content in broken.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(InputError, match=rf"{name}: not a readable scores file"):
+            read_scores(tmp_path / name, "s")
+
+
+def test_the_suite_tool_reseals_without_refitting(tmp_path):
+    import importlib.util
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from lmeval_microbench._io import json_checksum
+    from lmeval_microbench.harness import include_path
+    from lmeval_microbench.joint import load_state
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "build_openllm_v1", repo / "tools" / "build_openllm_v1.py"
+    )
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool
+    spec.loader.exec_module(tool)
+    suite = shutil.copytree(include_path() / "openllm_v1", tmp_path / "suite")
+    before = {bm: load_bundle(suite / bm) for bm in tool.BENCHMARKS}
+    for bm in tool.BENCHMARKS:  # as version 1.0 wrote them, with a bare joint state
+        document = json.loads((suite / bm / "bundle.json").read_text())
+        document.pop("checksums")
+        document["schema_version"] = "1.0"
+        checksums = {"algorithm": "sha256", "payload": json_checksum(document), "files": {}}
+        (suite / bm / "bundle.json").write_text(json.dumps({**document, "checksums": checksums}))
+    joint = json.loads((suite / "joint.json").read_text())
+    joint.pop("checksums", None)
+    (suite / "joint.json").write_text(json.dumps(joint))
+    assert tool.main(["--reseal", "--out", str(suite)]) == 0
+    for bm, bundle in before.items():
+        again = load_bundle(suite / bm)
+        assert again == bundle and again.provenance.created == bundle.provenance.created
+        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.1"
+    assert load_state(suite / "joint.json").state_dict() == joint

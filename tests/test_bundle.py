@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +19,7 @@ import pandas as pd
 import pytest
 
 from lmeval_microbench import __version__
+from lmeval_microbench._io import canonical_json, sha256_bytes, sha256_file
 from lmeval_microbench.bundle import (
     BUNDLE_FILE,
     ITEMS_FILE,
@@ -30,8 +35,8 @@ from lmeval_microbench.bundle import (
     verify_items,
 )
 from lmeval_microbench.bundle import io as bundle_io
-from lmeval_microbench.bundle.schema import seal
-from lmeval_microbench.errors import BundleError, ItemMismatchError
+from lmeval_microbench.bundle.integrity import seal
+from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset
@@ -125,14 +130,23 @@ def saved(tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame) -> Path:
     return save_bundle(bundle, tmp_path / "bundle", items=items_frame)
 
 
-def rewrite(folder: Path, edit: Callable[[dict[str, Any]], None], *, reseal: bool = True) -> None:
-    """Edit bundle.json in place; with ``reseal`` its checksum is recomputed (schema tests)."""
+def rewrite(
+    folder: Path,
+    edit: Callable[[dict[str, Any]], None],
+    *,
+    reseal: bool = True,
+    files: dict[str, str] | None = None,
+) -> None:
+    """Edit bundle.json in place; with ``reseal`` its checksum is recomputed (schema tests).
+
+    ``files`` replaces the side-file hashes the new seal lists.
+    """
     path = folder / BUNDLE_FILE
     document = json.loads(path.read_text())
-    files = document.pop("checksums")["files"]
+    listed = document.pop("checksums")["files"]
     edit(document)
     if reseal:
-        document = seal(document, files)
+        document = seal(document, listed if files is None else files)
     else:
         document["checksums"] = json.loads(path.read_text())["checksums"]
     path.write_text(json.dumps(document, indent=2))
@@ -255,27 +269,23 @@ def test_failed_overwrite_keeps_the_old_bundle(
     assert load_items(saved) is not None
 
 
-def test_failure_while_swapping_restores_the_old_bundle(
-    saved: Path, source, subset, irt, monkeypatch: pytest.MonkeyPatch
+def test_a_failed_move_in_keeps_the_old_bundle_and_the_next_save_finishes_it(
+    saved: Path, source, subset, irt, items_frame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = sorted(p.name for p in saved.parent.iterdir())
     old = load_bundle(saved)
-    real_replace = os.replace
-    calls: list[tuple[str, str]] = []
 
-    def flaky_replace(src: Any, dst: Any) -> None:
-        calls.append((str(src), str(dst)))
-        if len(calls) == 2:  # old bundle moved aside, new one about to move in
-            raise OSError("rename failed")
-        real_replace(src, dst)
+    def failing_replace(src: Any, dst: Any) -> None:
+        raise OSError("rename failed")
 
-    monkeypatch.setattr(bundle_io.os, "replace", flaky_replace)
-    with pytest.raises(OSError, match="rename failed"):
-        save_bundle(make_bundle(source, subset, irt, name="new"), saved, overwrite=True)
+    monkeypatch.setattr(bundle_io.os, "replace", failing_replace)
+    new = make_bundle(source, subset, irt, name="new")
+    with pytest.raises(BundleError, match=r"cannot write the bundle \(rename failed\)"):
+        save_bundle(new, saved, items=items_frame.assign(question="reworded"), overwrite=True)
     monkeypatch.undo()
-    assert len(calls) == 3  # aside, failed move-in, restore
-    assert sorted(p.name for p in saved.parent.iterdir()) == before
-    assert load_bundle(saved) == old
+    assert load_bundle(saved) == old  # the switch to the new bundle.json never happened
+    save_bundle(make_bundle(source, subset, irt, name="third"), saved, overwrite=True)
+    assert load_bundle(saved).name == "third"
+    assert sorted(p.name for p in saved.iterdir()) == [BUNDLE_FILE]
 
 
 # ---------------------------------------------------------------------------- versions
@@ -308,7 +318,7 @@ def test_newer_minor_version_loads_with_a_warning(saved: Path, bundle: Bundle) -
         document["metric"]["calibration"] = "isotonic"
 
     rewrite(saved, from_the_future)
-    with pytest.warns(BundleVersionWarning, match=r"1\.7 is newer than 1\.0"):
+    with pytest.warns(BundleVersionWarning, match=rf"1\.7 is newer than {SCHEMA_VERSION}"):
         loaded = load_bundle(saved)
     assert loaded == bundle
 
@@ -603,3 +613,233 @@ def test_real_arc_bundle_round_trip_and_item_check(shared_data: Path, tmp_path: 
     run[chosen[0]] = _sha(stored.loc[chosen[0], "question"] + " (reworded)")
     with pytest.raises(ItemMismatchError, match=rf"'{chosen[0]}' \(bundle"):
         verify_items(real, run)
+
+
+# ---------------------------------------------------------------------------- issue 8
+def test_overwrite_replaces_only_the_bundle_files(saved: Path, source, subset, irt) -> None:
+    (saved / "README.md").write_text("my notes")
+    (saved / ".git").mkdir()
+    (saved / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (saved / "notes").mkdir()
+    (saved / "notes" / "todo.txt").write_text("keep me")
+    save_bundle(make_bundle(source, subset, irt, name="renamed"), saved, overwrite=True)
+    assert load_bundle(saved).name == "renamed"
+    assert (saved / "README.md").read_text() == "my notes"
+    assert (saved / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (saved / "notes" / "todo.txt").read_text() == "keep me"
+    # the old items.parquet went with the old bundle, and nothing was left behind
+    assert sorted(p.name for p in saved.iterdir()) == [".git", "README.md", BUNDLE_FILE, "notes"]
+    assert sorted(p.name for p in saved.parent.iterdir()) == [saved.name]
+
+
+def test_a_save_that_loses_the_race_for_a_new_folder_is_refused(
+    tmp_path: Path, bundle: Bundle, source, subset, irt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "new"
+    winner = make_bundle(source, subset, irt, name="winner")
+    real_write = bundle_io._write_document
+
+    def another_process_finishes_first(document: Any, path: Path) -> None:
+        monkeypatch.setattr(bundle_io, "_write_document", real_write)
+        save_bundle(winner, target)
+        real_write(document, path)
+
+    monkeypatch.setattr(bundle_io, "_write_document", another_process_finishes_first)
+    with pytest.raises(BundleError, match=r"new: created by another process"):
+        save_bundle(bundle, target)
+    assert load_bundle(target).name == "winner"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_an_overwrite_waits_for_no_one_but_refuses_a_live_writer(saved: Path, bundle: Bundle):
+    pending = saved / ".microbench-pending"
+    pending.mkdir()
+    writer = {"pid": os.getpid(), "host": socket.gethostname()}
+    (pending / "writer.json").write_text(json.dumps(writer))
+    with pytest.raises(BundleError, match=rf"another process \(pid {os.getpid()}\) is writing"):
+        save_bundle(bundle, saved, overwrite=True)
+    assert load_bundle(saved) == bundle
+
+
+_KILLED_SAVE = """
+import os, sys
+from lmeval_microbench.bundle import load_bundle, load_items, save_bundle
+
+target, source, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+new, items = load_bundle(source), load_items(source)
+calls = 0
+
+
+def dies_at_call(real):
+    def call(*args, **kwargs):
+        global calls
+        calls += 1
+        if calls == at:
+            os._exit(9)  # a kill: no cleanup, no finally
+        return real(*args, **kwargs)
+
+    return call
+
+
+os.rename, os.replace = dies_at_call(os.rename), dies_at_call(os.replace)
+save_bundle(new, target, items=items, overwrite=True)
+"""
+
+
+def test_a_killed_overwrite_leaves_a_bundle_or_an_explained_recoverable_state(
+    tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame, source, subset, irt
+) -> None:
+    target = save_bundle(bundle, tmp_path / "target", items=items_frame)
+    changed = items_frame.assign(question="reworded")  # another items.parquet
+    new = save_bundle(make_bundle(source, subset, irt, name="new"), tmp_path / "new", items=changed)
+    script = tmp_path / "killed_save.py"
+    script.write_text(_KILLED_SAVE)
+    outcomes = []
+    for at in range(1, 20):
+        run = subprocess.run(
+            [sys.executable, str(script), str(target), str(new), str(at)],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode in (0, 9), run.stderr
+        try:
+            found = load_bundle(target)
+            assert found.name in ("bench-8-random", "new")
+            assert load_items(target)["question"].iloc[0] in (
+                _question(found.item_ids[0]),
+                "reworded",
+            )
+            outcomes.append(found.name)
+        except BundleError as exc:  # a mix: explained, and the next save repairs it
+            assert "interrupted" in str(exc), str(exc)
+            outcomes.append("explained")
+        if run.returncode == 0:
+            break
+        save_bundle(bundle, target, items=items_frame, overwrite=True)
+        assert load_bundle(target) == bundle
+    assert outcomes[-1] == "new" and len(outcomes) >= 3  # killed at every rename on the way
+    assert sorted(p.name for p in target.iterdir()) == [BUNDLE_FILE, ITEMS_FILE]
+
+
+def test_an_items_parquet_the_checksums_do_not_list_is_refused(
+    tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame
+) -> None:
+    folder = save_bundle(bundle, tmp_path / "b")
+    other = save_bundle(bundle, tmp_path / "other", items=items_frame)
+    shutil.copy(other / ITEMS_FILE, folder / ITEMS_FILE)
+    with pytest.raises(BundleError, match=r"items\.parquet: present but not listed"):
+        load_items(folder)
+    with pytest.raises(BundleError, match=r"items\.parquet: present but not listed"):
+        load_bundle(folder)
+
+
+def test_the_checksum_covers_the_list_of_side_files(saved: Path) -> None:
+    path = saved / BUNDLE_FILE
+    document = json.loads(path.read_text())
+    del document["checksums"]["files"][ITEMS_FILE]
+    path.write_text(json.dumps(document, indent=2))
+    frame = pd.read_parquet(saved / ITEMS_FILE)
+    frame.loc[0, "question"] = "A different question?"
+    frame.to_parquet(saved / ITEMS_FILE, index=False)
+    with pytest.raises(BundleError, match=r"bundle\.json: checksum mismatch"):
+        load_bundle(saved)
+    with pytest.raises(BundleError, match=r"bundle\.json: checksum mismatch"):
+        load_items(saved)
+    document["checksums"]["files"][ITEMS_FILE] = sha256_file(saved / ITEMS_FILE)
+    path.write_text(json.dumps(document, indent=2))  # the edited file's hash, listed by hand
+    with pytest.raises(BundleError, match=r"bundle\.json: checksum mismatch"):
+        load_bundle(saved)
+
+
+def _as_schema_1_0(folder: Path, *, drop_files: bool = False) -> None:
+    """Rewrite bundle.json as version 1.0 wrote it: the payload hash alone, files map unsealed."""
+    path = folder / BUNDLE_FILE
+    document = json.loads(path.read_text())
+    files = {} if drop_files else document.pop("checksums")["files"]
+    document.pop("checksums", None)
+    document["schema_version"] = "1.0"
+    payload = sha256_bytes(canonical_json(document))
+    document["checksums"] = {"algorithm": "sha256", "payload": payload, "files": files}
+    path.write_text(json.dumps(document, indent=2))
+
+
+def test_bundles_of_schema_1_0_still_load(saved: Path, bundle: Bundle) -> None:
+    _as_schema_1_0(saved)
+    assert load_bundle(saved) == bundle
+    assert list(load_items(saved).index) == list(bundle.item_ids)
+
+
+def test_a_schema_1_0_bundle_cannot_drop_its_items_from_the_list(saved: Path) -> None:
+    _as_schema_1_0(saved, drop_files=True)  # 1.0 did not seal the list: the file is the tell
+    with pytest.raises(BundleError, match=r"items\.parquet: present but not listed"):
+        load_bundle(saved)
+
+
+def test_deeply_nested_bundle_json_is_a_bundle_error(saved: Path) -> None:
+    depth = 100_000
+    (saved / BUNDLE_FILE).write_text('{"reliability": ' + "[" * depth + "]" * depth + "}")
+    with pytest.raises(BundleError, match=r"bundle\.json: .*nested more than"):
+        load_bundle(saved)
+
+
+def test_nesting_the_parser_accepts_is_refused_too(saved: Path) -> None:
+    nested: list[Any] = []
+    for _ in range(600):
+        nested = [nested]
+    rewrite(saved, lambda d: d["reliability"].update(deep=nested))
+    with pytest.raises(BundleError, match=r"bundle\.json: .*nested more than"):
+        load_bundle(saved)
+
+
+def test_items_parquet_without_item_ids_is_named(saved: Path, bundle: Bundle) -> None:
+    path = saved / ITEMS_FILE
+    frame = pd.read_parquet(path)
+    frame.drop(columns=["item_id"]).to_parquet(path, index=False)
+    rewrite(saved, lambda d: None, files={ITEMS_FILE: sha256_file(path)})
+    with pytest.raises(BundleError, match=r"items\.parquet: no 'item_id' column"):
+        load_items(saved)
+    frame.iloc[1:].to_parquet(path, index=False)
+    rewrite(saved, lambda d: None, files={ITEMS_FILE: sha256_file(path)})
+    with pytest.raises(
+        BundleError, match=rf"items\.parquet: lacks subset items .*{bundle.item_ids[0]}"
+    ):
+        load_items(saved)
+
+
+def test_creation_time_honours_source_date_epoch(
+    source, subset, irt, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert make_bundle(source, subset, irt, created=None).provenance.created == (
+        "2023-11-14T22:13:20Z"
+    )
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(InputError, match="SOURCE_DATE_EPOCH"):
+        make_bundle(source, subset, irt, created=None)
+
+
+def test_ctrl_c_during_the_renames_takes_effect_after_them() -> None:
+    import signal
+
+    from lmeval_microbench.bundle._commit import deferred_signals
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_signals():
+            signal.raise_signal(signal.SIGINT)
+            done.append("the renames finished")
+    assert done == ["the renames finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_text_that_is_not_unicode_is_a_bundle_error(saved: Path) -> None:
+    path = saved / BUNDLE_FILE
+    path.write_text(path.read_text().replace('"bench-8-random"', '"bench\\ud800"', 1))
+    with pytest.raises(BundleError, match=r"bundle\.json: text that is not valid Unicode"):
+        load_bundle(saved)
+
+
+def test_an_estimator_state_named_by_an_object_is_a_bundle_error(saved: Path) -> None:
+    rewrite(saved, lambda d: d["estimators"][0]["state"].update(estimator={"x": "mean"}))
+    with pytest.raises(BundleError, match=r"estimator 'weighted': state field 'estimator'"):
+        load_bundle(saved)

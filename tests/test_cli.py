@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,3 +125,122 @@ def test_build_uses_scores_file(matrix_file, tmp_path):
         == 0
     )
     assert load_bundle(folder).provenance.n_source_models == 250
+
+
+# ---------------------------------------------------------------------------- issue 8
+def build_args(matrix, out, *extra):
+    return [
+        "build",
+        str(matrix),
+        "--method",
+        "random",
+        "--budget",
+        "8",
+        "--benchmark",
+        "toy",
+        "--estimators",
+        "anchor",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def small_bundle(matrix_file, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("small") / "bundle"
+    assert main(build_args(matrix_file, folder)) == 0
+    return folder
+
+
+def bad_matrices(folder):
+    """Matrices each command must refuse with a one-line message naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    header = folder / "header_only.csv"
+    header.write_text("model,arc.1,arc.2\n")
+    twice = folder / "twice.csv"
+    twice.write_text("model,arc.914,arc.2,arc.914\na,1,0,1\nb,0,1,0\n")
+    meta = folder / "bad_meta.parquet"
+    table = pa.table({"model": ["a", "b"], "arc.1": [1.0, 0.0]})
+    pq.write_table(table.replace_schema_metadata({b"lmeval_microbench": b"{not json"}), meta)
+    return {header: "has no models", twice: "duplicate item ids: 'arc.914'", meta: "metadata"}
+
+
+def test_bad_matrices_are_one_line_messages_in_build_fit_estimate(small_bundle, tmp_path, capsys):
+    capsys.readouterr()
+    for path, reason in bad_matrices(tmp_path).items():
+        commands = [
+            build_args(path, tmp_path / "never"),
+            ["fit", str(path), "--out", str(tmp_path / "never.json")],
+            ["estimate", str(small_bundle), "--responses", str(path)],
+        ]
+        for argv in commands:
+            assert main(argv) == 2, (argv, path)
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0 and path.name in err and reason in err, err
+    assert not (tmp_path / "never").exists() and not (tmp_path / "never.json").exists()
+
+
+def test_ctrl_c_in_build_is_one_line_exit_130_and_writes_nothing(
+    matrix_file, tmp_path, capsys, monkeypatch
+):
+    import lmeval_microbench.build
+    from lmeval_microbench.bundle import io as bundle_io
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    for module, name in ((lmeval_microbench.build, "build_bundle"), (bundle_io, "_write_document")):
+        with monkeypatch.context() as patch:
+            patch.setattr(module, name, interrupted)
+            out = tmp_path / "out" / "bundle"
+            assert main(build_args(matrix_file, out)) == 130
+        err = capsys.readouterr().err  # after any progress bar: one line, no traceback
+        assert err.strip().splitlines()[-1] == "microbench build: interrupted"
+        assert "Traceback" not in err
+        assert not out.exists()
+        assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def test_builds_with_source_date_epoch_are_byte_identical(matrix_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    folders = [tmp_path / "first", tmp_path / "second"]
+    for folder in folders:
+        assert main(build_args(matrix_file, folder)) == 0
+    files = [sorted(p.relative_to(f) for p in f.rglob("*")) for f in folders]
+    assert files[0] == files[1] == [Path("bundle.json")]
+    assert (folders[0] / "bundle.json").read_bytes() == (folders[1] / "bundle.json").read_bytes()
+    assert load_bundle(folders[0]).provenance.created == "2023-11-14T22:13:20Z"
+
+
+def test_build_overwrite_replaces_only_the_bundle(matrix_file, tmp_path):
+    folder = tmp_path / "bundle"
+    assert main(build_args(matrix_file, folder)) == 0
+    (folder / "README.md").write_text("notes")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert main(build_args(matrix_file, folder, "--name", "again", "--overwrite")) == 0
+    assert load_bundle(folder).name == "again"
+    assert (folder / "README.md").read_text() == "notes"
+    assert (folder / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+
+
+def test_build_refuses_scores_of_unclear_scale(matrix_file, tmp_path, capsys):
+    import pandas as pd
+
+    from lmeval_microbench.responses import ResponseMatrix
+
+    matrix = ResponseMatrix.read(matrix_file)
+    scores = tmp_path / "scores.csv"
+    pd.DataFrame({"model": matrix.model_ids, "full": matrix.mean_scores() / 10}).to_csv(
+        scores, index=False
+    )  # a tenth of the row means: neither fractions nor percent
+    argv = build_args(
+        matrix_file, tmp_path / "b", "--scores", str(scores), "--score-column", "full"
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "scores.csv" in err and "--score-scale" in err
+    assert main([*argv, "--score-scale", "fraction"]) == 0

@@ -52,12 +52,12 @@ def run_ok(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any
 
 
 def run_fails(argv: list[str], capsys: pytest.CaptureFixture[str], match: str) -> str:
-    """Run the CLI, expect exit code 2 and one stderr line matching ``match``."""
+    """Run the CLI, expect exit code 2 and one error line (warnings aside) matching ``match``."""
     code = main(argv)
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""
-    lines = captured.err.strip().splitlines()
+    lines = [s for s in captured.err.strip().splitlines() if not s.startswith("warning: ")]
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("microbench collect: error: ")
     assert re.search(match, lines[0]), lines[0]
@@ -252,6 +252,26 @@ def test_leaderboard_details_with_id_map(tmp_path, capsys):
     }
 
 
+def test_documents_of_another_benchmark_are_refused(pythia, tmp_path, capsys):
+    """hellaswag's documents in an arc-named file do not become arc items."""
+    hellaswag = next(pythia.glob("samples_metabench_hellaswag_secondary_*.jsonl"))
+    renamed = tmp_path / "runs" / "pythia-14m" / f"samples_{ARC_TASK}_{TS}.jsonl"
+    renamed.parent.mkdir(parents=True)
+    renamed.write_bytes(hellaswag.read_bytes())
+    out = tmp_path / "arc.parquet"
+    argv = ["collect", str(renamed.parent), "--metric", "acc_norm", "--tasks", ARC_TASK]
+    run_fails(
+        [*argv, "--id-prefix", "arc.", "--out", str(out)],
+        capsys,
+        rf"{renamed.name}: its documents are hellaswag items \(25 checked against the "
+        r"shipped bundle openllm-v1-hellaswag-25-greedy.*but the task name and --id-prefix "
+        r"say arc",
+    )
+    assert not out.exists()
+    argv[1] = str(pythia)
+    assert run_ok([*argv, "--id-prefix", "arc.", "--out", str(out)], capsys)["items"] == 100
+
+
 # ---------------------------------------------------------------------------- bad input
 def test_unknown_metric_is_one_line_and_writes_nothing(runs, tmp_path, capsys):
     out = tmp_path / "out" / "m.parquet"
@@ -310,6 +330,15 @@ def test_existing_output_needs_overwrite(runs, tmp_path, capsys):
     assert out.read_text() == "keep me"
     run_ok(["collect", str(runs), "--metric", "acc", "--out", str(out), "--overwrite"], capsys)
     assert ResponseMatrix.read(out).model_ids == ("b", "org/a")
+
+
+def test_model_named_by_its_folder_is_said_once_per_folder(runs, tmp_path, capsys):
+    code = main(["collect", str(runs), "--metric", "acc", "--out", str(tmp_path / "m.csv")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0
+    (said,) = [line for line in err if "name of the folder" in line]
+    assert said.startswith("warning: ") and "model id 'b' is the name of the folder" in said
+    assert str(runs / "b") in said
 
 
 def test_help_has_an_example(capsys):

@@ -205,6 +205,81 @@ def test_old_format_filter_names_from_results_json(pythia, tmp_path):
     assert matrix.model_ids == ("EleutherAI/pythia-14m",)
 
 
+GSM8K_FILTERS = [
+    {
+        "name": "strict-match",
+        "filter": [
+            {"function": "regex", "regex_pattern": "#### (\\-?[0-9\\.\\,]+)"},
+            {"function": "take_first"},
+        ],
+    },
+    {
+        "name": "flexible-extract",
+        "filter": [
+            {
+                "function": "regex",
+                "group_select": -1,
+                "regex_pattern": "(-?[$0-9.,]{2,})|(-?[0-9]+)",
+            },
+            {"function": "take_first"},
+        ],
+    },
+]
+"""lm-eval's gsm8k filters (``configs[task].filter_list`` of a results json)."""
+
+
+def gsm8k_flexible_hits(pythia: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """pythia's gsm8k lines where the records a number was extracted from score 1.
+
+    Only flexible-extract finds a number in pythia's answers (3 documents), so after this
+    change the two filters' records of those documents differ in their score.
+    """
+    lines = read_lines(pythia / GSM8K)
+    hits = []
+    for rec in lines:
+        if rec["filtered_resps"] != ["[invalid]"]:
+            rec["exact_match"] = 1.0
+            hits.append(f"gsm8k.{rec['doc']['metabench_idx']}")
+    assert len(hits) == 3
+    return lines, hits
+
+
+def test_old_format_filters_come_from_content_not_line_order(pythia, tmp_path):
+    lines, hits = gsm8k_flexible_hits(pythia)
+    random.Random(1).shuffle(lines)
+    path = write_lines(tmp_path / "pythia-14m" / GSM8K, lines)
+    results = {"configs": {"metabench_gsm8k_secondary": {"filter_list": GSM8K_FILTERS}}}
+    (path.parent / f"results_{TS}.json").write_text(json.dumps(results))
+    read = {
+        name: read_samples_file(path, metric="exact_match", filter=name, id_prefix="gsm8k.")
+        for name in ("strict-match", "flexible-extract")
+    }
+    assert sum(read["strict-match"].scores.values()) == 0  # the leaderboard's rule: 0.0%
+    assert sorted(i for i, v in read["flexible-extract"].scores.items() if v) == sorted(hits)
+    for name, run in read.items():
+        assert len(run.scores) == 249
+        for item, where in run.where.items():
+            rec = lines[int(where.rsplit(":", 1)[1]) - 1]
+            assert f"gsm8k.{rec['doc']['metabench_idx']}" == item
+            if item in hits:  # the line read is the one its filter wrote
+                assert (rec["filtered_resps"] == ["[invalid]"]) == (name == "strict-match")
+
+
+def test_old_format_file_in_an_order_lm_eval_does_not_write_is_refused(pythia, tmp_path):
+    lines, _ = gsm8k_flexible_hits(pythia)
+    kept = write_lines(tmp_path / "kept" / GSM8K, lines)
+    assert sum(read_samples_file(kept, metric="exact_match", filter="1").scores.values()) == 3
+    random.Random(1).shuffle(lines)
+    path = write_lines(tmp_path / "shuffled" / GSM8K, lines)
+    with pytest.raises(InputError, match=rf"{GSM8K}: .*not in the order lm-eval writes"):
+        read_samples_file(path, metric="exact_match", filter="0")
+    # documents whose records agree on every metric need no filter: the real file shuffled
+    plain = read_lines(pythia / GSM8K)
+    random.Random(1).shuffle(plain)
+    path = write_lines(tmp_path / "plain" / GSM8K, plain)
+    assert sum(read_samples_file(path, metric="exact_match", filter="0").scores.values()) == 0
+
+
 def test_smollm2_new_format_run(shared_data):
     folder = shared_data / "lm_eval_samples" / "smollm2-135m"
     results = json.loads(next(folder.glob("results_*.json")).read_text())
@@ -309,6 +384,52 @@ def test_model_id_override_needs_one_folder(toy, tmp_path):
     write_lines(run_file(tmp_path / "second"), [line(0, 10, 0.0)])
     with pytest.raises(InputError, match="several folders"):
         collect_samples(tmp_path, metric="acc", model_id="me/model", progress=False)
+
+
+def test_model_id_never_comes_from_another_runs_results(toy, tmp_path):
+    other = {"config": {"model_args": "pretrained=some-other/model-7b"}, "configs": {"toy": {}}}
+    (toy.parent / "results_2025-01-01T00-00-00.000001.json").write_text(json.dumps(other))
+    with pytest.raises(
+        InputError,
+        match=rf"{toy.name}: no results_{TS}\.json .*other runs.*"
+        r"results_2025-01-01T00-00-00\.000001\.json.*model_id",
+    ):
+        collect_samples(toy.parent, metric="acc", progress=False)
+    given = collect_samples(toy.parent, metric="acc", model_id="me/model", progress=False)
+    assert given.model_ids == ("me/model",)
+    alone = write_lines(run_file(tmp_path / "folder-model"), read_lines(toy))
+    with pytest.warns(UserWarning, match=r"model id 'folder-model' is the name of the folder"):
+        named = collect_samples(alone, metric="acc", progress=False)
+    assert named.model_ids == ("folder-model",)
+
+
+def test_file_cut_at_a_line_boundary_is_refused(shared_data, tmp_path):
+    source = shared_data / "lm_eval_samples" / "smollm2-135m"
+    folder = shutil.copytree(source, tmp_path / "copy")
+    samples = next(folder.glob("samples_*.jsonl"))
+    lines = samples.read_text(encoding="utf-8").splitlines(keepends=True)
+    samples.write_text("".join(lines[:90]), encoding="utf-8")
+    results = next(folder.glob("results_*.json")).name
+    with pytest.raises(
+        InputError, match=rf"{samples.name}: 90 documents, but {results} reports n-samples 96"
+    ):
+        collect_samples(folder, metric="acc", progress=False)
+
+
+@pytest.mark.parametrize(
+    ("payload", "match"),
+    [
+        ({"configs": ["toy"]}, r"'configs' is a list, expected an object"),
+        ({"configs": {"toy": {"filter_list": "strict"}}}, r"configs\.toy\.filter_list"),
+        ({"config": "pretrained=x"}, r"'config' is a str, expected an object"),
+        ({"n-samples": {"toy": {"effective": "many"}}}, r"n-samples\.toy"),
+    ],
+)
+def test_errors_from_a_results_file_name_it(toy, payload, match):
+    results = toy.parent / f"results_{TS}.json"
+    results.write_text(json.dumps(payload))
+    with pytest.raises(InputError, match=rf"{results.name}: .*{match}"):
+        collect_samples(toy.parent, metric="acc", progress=False)
 
 
 def test_find_samples_files_and_missing_path(toy, tmp_path):

@@ -8,6 +8,7 @@ with ``collect`` + ``reconstruct``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -163,13 +164,19 @@ def test_allow_missing_estimates_from_the_scored_items_and_says_so(toy, caplog):
         result = estimate_run(values)
     expected = bundle_estimator(bundle).estimate({v[1]: v[3] for v in values}, allow_missing=True)
     assert result.value == pytest.approx(expected.value, abs=1e-12)
-    assert "from 3 of 5 subset items (2 missing)" in caplog.text
+    assert "from 3 of 5 subset items" in caplog.text
+    assert "2 missing scores are imputed" in caplog.text
 
 
-def test_allow_missing_with_an_estimator_that_needs_every_item_is_refused(toy):
+def test_allow_missing_imputes_for_every_estimator_but_needs_irt_parameters(toy):
     bundle, _ = toy
-    with pytest.raises(InputError, match=r"IRT-based.*also stores \['calibrated'\]: pick one"):
-        register_bundle(bundle, EstimateOptions(estimator="mean", allow_missing=True))
+    register_bundle(bundle, EstimateOptions(estimator="mean", allow_missing=True))
+    result = estimate_run(item_scores(bundle, [1.0, 0.0, 1.0, 0.0, 0.0])[:3])
+    assert math.isfinite(result.value) and result.lower < result.value < result.upper
+    clear_registry()
+    without_irt = dataclasses.replace(bundle, irt=None)
+    with pytest.raises(InputError, match=r"IRT parameters.*also stores \['calibrated'\]: pick"):
+        register_bundle(without_irt, EstimateOptions(estimator="mean", allow_missing=True))
 
 
 def test_options_pick_another_stored_estimator_and_level(toy):
@@ -428,7 +435,8 @@ def test_limit_reports_nan_unless_missing_items_are_allowed(tiny_model, toy_suit
             limit=3,
         )
     assert math.isfinite(results["results"][TASK]["estimate,none"])
-    assert "from 3 of 5 subset items (2 missing)" in caplog.text
+    assert "from 3 of 5 subset items" in caplog.text
+    assert "2 missing scores are imputed" in caplog.text
 
 
 def test_generate_until_task_scores_completions_and_estimates(tiny_model, tmp_path):

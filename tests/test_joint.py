@@ -372,3 +372,41 @@ def test_joint_beats_per_benchmark_on_real_leaderboard_models(shared_data):
         joint_mae.append(np.mean(np.abs(estimates[b][0] - truth)))
         base_mae.append(np.mean(np.abs(joint.base_[b].estimate_matrix(heldout[b])[0] - truth)))
     assert np.mean(joint_mae) < 0.9 * np.mean(base_mae), (joint_mae, base_mae)
+
+
+# ---------------------------------------------------------------------- issue 8
+def test_a_sealed_state_file_refuses_a_changed_number(fitted, tmp_path):
+    from lmeval_microbench._io import seal_json
+    from lmeval_microbench.hook import load_joint
+    from lmeval_microbench.joint import load_state
+
+    path = tmp_path / "joint.json"
+    path.write_text(json.dumps(seal_json(fitted.state_dict())))
+    plain = json.loads(json.dumps(fitted.state_dict()))
+    assert load_state(path).state_dict() == plain
+    state = json.loads(path.read_text())
+    state["head"]["intercept"][-1] -= 0.007  # the joint average moves by 0.7 points
+    path.write_text(json.dumps(state))
+    for load in (load_state, load_joint):
+        with pytest.raises(InputError, match=r"joint\.json: joint: checksum mismatch"):
+            load(path)
+    path.write_text(json.dumps(plain))
+    with pytest.raises(InputError, match=r"joint\.json: the joint estimator state has no checksum"):
+        load_state(path)
+    state = seal_json({**plain, "head": {**plain["head"], "coef": [[1.0], [2.0, 3.0]]}})
+    with pytest.raises(InputError, match="joint: estimator state is malformed"):
+        JointEstimator.from_state(state)
+
+
+def test_malformed_states_are_input_errors(fitted):
+    from lmeval_microbench._io import seal_json
+
+    plain = json.loads(json.dumps(fitted.state_dict()))
+    cut = {**plain["head"], "coef": plain["head"]["coef"][:1]}
+    bad = {
+        "head.coef has shape": {**plain, "head": cut},
+        "malformed": {**plain, "cv_mae": [0.1]},
+    }
+    for message, state in bad.items():
+        with pytest.raises(InputError, match=message):
+            JointEstimator.from_state(seal_json(state))

@@ -8,8 +8,10 @@ against an independent recomputation (``collect_samples`` + ``estimate_models``)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import random
 import uuid
 import warnings
@@ -33,6 +35,7 @@ from lmeval_microbench.reconstruct import (
     bundle_estimator,
     estimate_models,
     natural_key,
+    write_reconstruction,
 )
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -50,7 +53,7 @@ def toy_doc(item: str, k: int, bundle: str, benchmark: str) -> dict[str, Any]:
         "context": f"Question ({benchmark}): which number comes after {k}?\nAnswer:",
         "options": [str(k + 1), str(k + 2), "a banana", str(k)],
         "gold": 0,
-        "source": {"question": f"after {k}?", "metabench_idx": k},
+        "source": {"question": f"after {k}? ({benchmark})", "metabench_idx": k},
     }
 
 
@@ -138,13 +141,19 @@ def write_run(
     in_run: float | None = None,
     ts: str = TS,
     metric: str = "acc",
+    prompts: list[str] | None = None,
 ) -> Path:
-    """One lm-eval run folder: a samples file (lines shuffled) and its results json."""
+    """One lm-eval run folder: a samples file (lines shuffled) and its results json.
+
+    ``prompts`` are the contexts logged as the lines' request arguments (default: none).
+    """
     folder = out / model.replace("/", "__")
     folder.mkdir(parents=True, exist_ok=True)
     lines = [
         sample_line(k, d, s, metric) for k, (d, s) in enumerate(zip(docs, scores, strict=True))
     ]
+    for line, prompt in zip(lines, prompts or [], strict=False):
+        line["arguments"] = {"gen_args_0": {"arg_0": prompt, "arg_1": " 1"}}
     random.Random(len(lines)).shuffle(lines)
     path = folder / f"samples_{task}_{ts}.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -160,6 +169,7 @@ def write_run(
         }
     }
     results["versions"] = {task: version}
+    results["n-samples"] = {task: {"original": len(docs), "effective": len(docs)}}
     results["config"] = {"model": "hf", "model_args": f"pretrained={model},dtype=float32"}
     (folder / f"results_{ts}.json").write_text(json.dumps(results))
     return path
@@ -261,8 +271,8 @@ def test_missing_items_warn_and_give_nan_unless_allowed(tmp_path, suite, toys):
         dict(zip(kept, [1.0, 0, 1, 0], strict=True)), allow_missing=True
     )
     assert allowed.estimates[0].value == pytest.approx(expected.value, abs=1e-12)
-    with pytest.raises(InputError, match="IRT-based"):
-        reconstruct(tmp_path / "out", bundles=[suite], allow_missing=True, estimator="mean")
+    imputed = reconstruct(tmp_path / "out", bundles=[suite], allow_missing=True, estimator="mean")
+    assert math.isfinite(imputed.estimates[0].value)
 
 
 def test_run_options_from_metadata_are_followed(tmp_path, suite, toys):
@@ -348,13 +358,129 @@ def test_foreign_task_with_other_questions_is_an_error(tmp_path, suite, toys):
 
 def test_unrelated_tasks_are_skipped_and_nothing_found_is_an_error(tmp_path, suite, toys):
     _, docs = toys["toyb"]
-    logged = foreign_docs(docs)[:3]  # a partial run: not detected without a task map
+    logged = foreign_docs(docs)[:3]  # the bundle's ids, other questions: another task
+    for k, doc in enumerate(logged):
+        doc["question"] = f"an unrelated question {k}"
     write_run(tmp_path / "a", "m", "some_task", logged, [1.0] * 3)
     with pytest.raises(InputError, match="no micro-benchmark runs"):
         reconstruct(tmp_path / "a", bundles=[suite])
     run_of(tmp_path / "a", "m", toys["toya"], seed=1)
     result = reconstruct(tmp_path / "a", bundles=[suite])
     assert len(result.estimates) == 1 and "some_task" in result.skipped[0]
+
+
+def test_partial_foreign_run_is_matched_and_reported_nan(tmp_path, suite, toys):
+    """A metabench run cut short (or --limit) stays in the table, NaN, its missing items named."""
+    bundle, docs = toys["toyb"]
+    out = tmp_path / "out"
+    run_of(out, "m", toys["toya"], seed=1)
+    write_run(out, "m", "metabench_toyb_secondary", foreign_docs(docs)[:4], [1.0, 0, 1, 1])
+    with pytest.warns(ReconstructionWarning, match=rf"2 of {BUDGET} items .*{bundle.item_ids[4]}"):
+        result = reconstruct_runs(out, bundles=[suite], progress=False)
+    found = result.get("m", "toyb")
+    assert found is not None and found.task == "metabench_toyb_secondary"
+    assert math.isnan(found.value) and found.items_scored == 4
+    assert found.missing == tuple(bundle.item_ids[4:])
+    assert result.average("m").benchmarks == ("toya", "toyb")
+    assert math.isnan(result.average("m").value)
+    row = next(line for line in result.to_markdown().splitlines() if line.startswith("| m |"))
+    assert row.count("NaN") == 2  # toyb and the average
+
+
+def test_document_sharing_only_its_id_is_not_verified(tmp_path, suite, toys):
+    """Another benchmark's documents under the bundle's ids: the id alone proves nothing."""
+    _, docs = toys["toyb"]
+    logged = [
+        {"query": f"another benchmark's text {k}", "metabench_idx": d["metabench_idx"]}
+        for k, d in enumerate(foreign_docs(docs))
+    ]
+    write_run(tmp_path / "a", "m", "other_task", logged, [1.0] * BUDGET)
+    with pytest.raises(ItemMismatchError, match=r"other_task.*share no field but the id"):
+        reconstruct(tmp_path / "a", bundles=[suite], task_map={"other_task": "toyb"})
+    with pytest.raises(InputError, match="no micro-benchmark runs"):  # not taken for toyb's
+        reconstruct(tmp_path / "a", bundles=[suite])
+
+
+def test_foreign_prompts_are_compared_with_the_bundles(tmp_path, suite, toys):
+    bundle, docs = toys["toyb"]
+    prompts = [doc["context"] for doc in docs.values()]
+    write_run(
+        tmp_path / "a", "m", "other_task", foreign_docs(docs), [1.0] * BUDGET, prompts=prompts
+    )
+    assert not [n for n in reconstruct(tmp_path / "a", bundles=[suite]).notes if "prompt" in n]
+    prompts[2] = "Other few-shot examples\n\n" + prompts[2]
+    write_run(
+        tmp_path / "b", "m", "other_task", foreign_docs(docs), [1.0] * BUDGET, prompts=prompts
+    )
+    with pytest.warns(
+        ReconstructionWarning,
+        match=rf"1 of {BUDGET} documents were prompted otherwise than the bundle's items "
+        rf".*{bundle.item_ids[2]!r}",
+    ):
+        reconstruct_runs(tmp_path / "b", bundles=[suite], progress=False)
+
+
+def test_task_named_after_another_benchmark_is_noted(tmp_path, suite, toys):
+    bundle, docs = toys["toyb"]
+    write_run(tmp_path / "a", "m", "metabench_toya_secondary", foreign_docs(docs), [1.0] * BUDGET)
+    with pytest.warns(
+        ReconstructionWarning,
+        match=rf"task 'metabench_toya_secondary' is named after toya, but its documents are the "
+        rf"items of bundle '{bundle.name}': reported under toyb",
+    ):
+        result = reconstruct_runs(tmp_path / "a", bundles=[suite], progress=False)
+    assert [e.benchmark for e in result.estimates] == ["toyb"]
+
+
+def test_edited_bundle_documents_are_refused(tmp_path, suite, toys):
+    """items.jsonl is checked against the bundle's hashes before it judges any run."""
+    items = suite / "toyb" / "items.jsonl"
+    edited = [json.loads(line) for line in items.read_text().splitlines()]
+    edited[1]["source"]["question"] = "a drifted question"
+    items.write_text("".join(json.dumps(doc) + "\n" for doc in edited))
+    drifted = foreign_docs({doc["item_id"]: doc for doc in edited})
+    write_run(tmp_path / "a", "m", "other_task", drifted, [1.0] * BUDGET)
+    with pytest.raises(ItemMismatchError, match=rf"{items}: .*{edited[1]['item_id']!r}"):
+        reconstruct(tmp_path / "a", bundles=[suite], task_map={"other_task": "toyb"})
+
+
+def test_model_id_is_never_taken_from_another_runs_results(tmp_path, suite, toys, capsys):
+    out = tmp_path / "out"
+    run_of(out, "org/model", toys["toya"], seed=1)
+    folder = out / "org__model"
+    results = json.loads((folder / f"results_{TS}.json").read_text())
+    results["config"]["model_args"] = "pretrained=some-other/model-7b"
+    (folder / f"results_{TS}.json").unlink()
+    other = folder / "results_2025-02-01T00-00-00.000001.json"
+    other.write_text(json.dumps(results))
+    with pytest.raises(InputError, match=rf"no results_{TS}\.json .*{other.name}.*--model-id"):
+        reconstruct(out, bundles=[suite])
+    argv = ["reconstruct", str(out), "--bundle", str(suite), "--quiet", "--format", "json"]
+    assert main([*argv, "--model-id", "org/model"]) == 0
+    assert [m["model"] for m in json.loads(capsys.readouterr().out)["models"]] == ["org/model"]
+    other.unlink()
+    with pytest.warns(ReconstructionWarning, match=r"model id 'org__model' is the name of"):
+        result = reconstruct_runs(out, bundles=[suite], progress=False)
+    assert result.models == ["org__model"]
+
+
+def test_file_cut_at_a_line_boundary_and_bad_run_options_name_the_files(tmp_path, suite, toys):
+    run_of(tmp_path / "a", "m", toys["toya"], seed=1)
+    samples = next((tmp_path / "a").rglob("samples_*.jsonl"))
+    samples.write_text("".join(samples.read_text().splitlines(keepends=True)[:5]))
+    with pytest.raises(InputError, match=rf"{samples.name}: 5 documents, but results_{TS}"):
+        reconstruct(tmp_path / "a", bundles=[suite])
+    run_of(tmp_path / "b", "m", toys["toya"], seed=1, metadata={"microbench_level": "high"})
+    with pytest.raises(InputError, match=rf"results_{TS}\.json: .*microbench_level.*'high'"):
+        reconstruct(tmp_path / "b", bundles=[suite])
+
+
+def test_legend_counts_the_items_scored(tmp_path, suite, toys):
+    bundle, docs = toys["toya"]
+    kept = list(bundle.item_ids)[:4]
+    write_run(tmp_path / "out", "m", "microbench_toya", [docs[i] for i in kept], [1.0, 0, 1, 0])
+    legend = reconstruct(tmp_path / "out", bundles=[suite]).to_markdown()
+    assert f"toya 4 (2 of its {BUDGET} subset items unscored)" in legend
 
 
 def test_parse_task_map():
@@ -449,6 +575,49 @@ def test_cli_writes_json_and_markdown(tmp_path, suite, toys, capsys):
     assert "| m |" in target.with_suffix(".md").read_text()
     assert main(["reconstruct", str(tmp_path / "nowhere"), "--quiet"]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_cli_out_replaces_files_only_with_overwrite(tmp_path, suite, toys, capsys):
+    run_of(tmp_path / "out", "m", toys["toya"], seed=1)
+    argv = ["reconstruct", str(tmp_path / "out"), "--bundle", str(suite), "--quiet", "--out"]
+    matrix = tmp_path / "m.parquet"
+    matrix.write_bytes(b"PAR1 a matrix")
+    assert main([*argv, str(matrix)]) == 2
+    assert f"{matrix} exists; pass --overwrite" in capsys.readouterr().err
+    assert matrix.read_bytes() == b"PAR1 a matrix"
+    (tmp_path / "est.md").write_text("an older table")
+    assert main([*argv, str(tmp_path / "est.json")]) == 2
+    assert f"{tmp_path / 'est.md'} exists; pass --overwrite" in capsys.readouterr().err
+    assert not (tmp_path / "est.json").exists()
+    assert main([*argv, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is a folder" in err and "Traceback" not in err
+    assert main([*argv, str(tmp_path / "est.json"), "--overwrite"]) == 0
+    assert "| m |" in (tmp_path / "est.md").read_text()
+
+
+def test_markdown_names_the_json_it_was_written_with(tmp_path, suite, toys, monkeypatch):
+    """A kill between the two renames leaves a table whose named checksum is not the JSON's."""
+    run_of(tmp_path / "a", "first", toys["toya"], seed=1)
+    run_of(tmp_path / "b", "second", toys["toya"], seed=2)
+    target = tmp_path / "est.json"
+    write_reconstruction(reconstruct(tmp_path / "a", bundles=[suite]), target)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    assert f"sha256 {digest}" in target.with_suffix(".md").read_text()
+    replace = os.replace
+
+    def killed_before_the_json(src, dst):
+        if Path(dst) == target:
+            raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_before_the_json)
+    with pytest.raises(KeyboardInterrupt):
+        write_reconstruction(reconstruct(tmp_path / "b", bundles=[suite]), target, overwrite=True)
+    table = target.with_suffix(".md").read_text()
+    assert "| second |" in table and f"sha256 {digest}" not in table
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == digest  # the old JSON, whole
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 # ---------------------------------------------------------------------------- real data

@@ -310,3 +310,118 @@ def test_with_content_hashes_replaces_only_the_hashes(small):
     assert hashed.strata().tolist() == small.strata().tolist()
     with pytest.raises(InputError, match="3 content hashes for 4 items"):
         small.with_content_hashes(["a", "b", "c"])
+
+
+# ---------------------------------------------------------------------------- issue 8
+def _with_meta(path: Path, raw: bytes) -> None:
+    """Rewrite the parquet at ``path`` with ``raw`` as its lmeval_microbench metadata."""
+    table = pq.read_table(path)
+    meta = {**dict(table.schema.metadata or {}), b"lmeval_microbench": raw}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def test_csv_with_a_duplicated_item_column_is_refused_by_name(tmp_path):
+    # pandas would rename the copy to 'arc.914.1', a new item of stratum '914'
+    path = tmp_path / "dup.csv"
+    path.write_text("model,arc.914,arc.2,arc.914\na,1,0,1\nb,0,1,0\n")
+    with pytest.raises(InputError, match=r"dup\.csv: duplicate item ids: 'arc\.914'"):
+        ResponseMatrix.read(path)
+
+
+def test_csv_whose_ids_look_like_pandas_renames_is_fine(tmp_path):
+    path = tmp_path / "ok.csv"
+    path.write_text("model,arc.914,arc.914.1\na,1,0\nb,0,1\n")
+    assert ResponseMatrix.read(path).item_ids == ("arc.914", "arc.914.1")
+
+
+def test_csv_with_a_duplicated_model_row_is_refused_by_name(tmp_path):
+    path = tmp_path / "dup.csv"
+    path.write_text("model,arc.1,arc.2\na,1,0\nb,0,1\na,1,1\n")
+    with pytest.raises(InputError, match=r"dup\.csv: duplicate model ids: 'a'"):
+        ResponseMatrix.read(path)
+
+
+def test_parquet_with_a_duplicated_item_column_is_refused_by_name(tmp_path):
+    path = tmp_path / "dup.parquet"
+    table = pa.table({"model": ["a", "b"], "x": [1.0, 0.0], "y": [0.0, 1.0]})
+    pq.write_table(table.rename_columns(["model", "arc.1", "arc.1"]), path)
+    with pytest.raises(InputError, match=r"dup\.parquet: duplicate item ids: 'arc\.1'"):
+        ResponseMatrix.read(path)
+
+
+def test_parquet_metadata_listing_an_item_twice_is_refused(small, tmp_path):
+    path = tmp_path / "m.parquet"
+    small.to_parquet(path)
+    meta = json.loads(pq.read_table(path).schema.metadata[b"lmeval_microbench"])
+    meta["items"].append(meta["items"][0])
+    _with_meta(path, json.dumps(meta).encode())
+    with pytest.raises(InputError, match=r"m\.parquet: .*duplicate item ids: 'mmlu\.anatomy\.1'"):
+        ResponseMatrix.read(path)
+
+
+def test_header_only_matrices_are_refused(tmp_path):
+    path = tmp_path / "header.csv"
+    path.write_text("model,arc.1,arc.2\n")
+    with pytest.raises(InputError, match=r"header\.csv: the matrix has no models"):
+        ResponseMatrix.read(path)
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(
+        pa.table({"model": pa.array([], pa.string()), "arc.1": pa.array([], "f8")}), empty
+    )
+    with pytest.raises(InputError, match=r"empty\.parquet: the matrix has no models"):
+        ResponseMatrix.read(empty)
+    no_items = tmp_path / "models.csv"
+    no_items.write_text("model\na\nb\n")
+    with pytest.raises(InputError, match=r"models\.csv: the matrix has no items"):
+        ResponseMatrix.read(no_items)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b"[1, 2]", b'{"format_version": 1, "items": [{"id": "x"}], "models": []}'],
+)
+def test_parquet_metadata_that_is_not_ours_is_named(small, tmp_path, raw):
+    path = tmp_path / "m.parquet"
+    small.to_parquet(path)
+    _with_meta(path, raw)
+    with pytest.raises(InputError, match=r"m\.parquet: unreadable 'lmeval_microbench' metadata"):
+        ResponseMatrix.read(path)
+
+
+def test_csv_model_ids_are_kept_as_written(tmp_path):
+    path = tmp_path / "ids.csv"
+    ResponseMatrix(
+        np.array([[1.0, np.nan], [0.0, 1.0]]), ["007", "NA"], ["arc.1", "arc.2"]
+    ).to_frame().to_csv(path)
+    matrix = ResponseMatrix.read(path)
+    assert matrix.model_ids == ("007", "NA")
+    assert matrix.row("007") == {"arc.1": 1.0}  # an empty cell is still a missing score
+
+
+def test_csv_column_without_a_name_is_refused(tmp_path):
+    path = tmp_path / "blank.csv"
+    path.write_text("model,arc.1,\nm1,1,0\nm2,0,1\n")
+    with pytest.raises(InputError, match=r"blank\.csv: columns 3 have no name"):
+        ResponseMatrix.read(path)
+
+
+def test_deeply_nested_parquet_metadata_is_named(small, tmp_path):
+    path = tmp_path / "m.parquet"
+    small.to_parquet(path)
+    _with_meta(path, b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(InputError, match=r"m\.parquet: unreadable 'lmeval_microbench' metadata"):
+        ResponseMatrix.read(path)
+
+
+def test_an_item_called_model_survives_a_parquet_round_trip(tmp_path):
+    matrix = ResponseMatrix(np.array([[1.0, 0.0], [0.0, 1.0]]), ["a", "b"], ["arc.1", "model"])
+    matrix.to_parquet(tmp_path / "m.parquet")
+    again = ResponseMatrix.read(tmp_path / "m.parquet")
+    assert again.model_ids == ("a", "b") and again.item_ids == ("arc.1", "model")
+
+
+def test_a_number_too_large_for_a_float_is_named(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_text("model,arc.1\na," + "1" * 401 + "\n")
+    with pytest.raises(InputError, match=r"huge\.csv: non-numeric scores in columns 'arc\.1'"):
+        ResponseMatrix.read(path)

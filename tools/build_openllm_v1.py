@@ -17,11 +17,16 @@ For each benchmark of the leaderboard (arc, hellaswag, mmlu, truthfulqa, winogra
 4. write ``microbench_{bm}.yaml``, the data folder (``bundle.json`` + ``items.jsonl``), the
    hooks shim, the ``microbench_openllm`` group, a README and the data licence notice.
 
-Rerunning with the same arguments rewrites nothing (bundles keep their creation time).
+Rerunning with the same arguments rewrites nothing (bundles keep their creation time). A
+build into a new folder stamps bundles with the current time, or with ``SOURCE_DATE_EPOCH``
+when it is set: two such builds are byte for byte the same. ``--reseal`` rewrites the
+bundles and ``joint.json`` of ``--out`` in the current file format (schema version,
+checksums) without refitting anything: every number and creation time stays.
 
     python tools/build_openllm_v1.py                      # all six, bench/defaults.json
     python tools/build_openllm_v1.py --budget 40,mmlu=60  # 40 items each, mmlu 60
     python tools/build_openllm_v1.py --benchmarks arc --method anchor_points --out /tmp/suite
+    python tools/build_openllm_v1.py --reseal             # after a change of the file format
 """
 
 from __future__ import annotations
@@ -39,9 +44,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lmeval_microbench._io import write_text_if_changed
+from lmeval_microbench._io import SEAL_KEY, seal_holds, seal_json, write_text_if_changed
 from lmeval_microbench.build import build_bundle
-from lmeval_microbench.bundle import Bundle, DatasetCoordinates, MetricSpec
+from lmeval_microbench.bundle import (
+    Bundle,
+    DatasetCoordinates,
+    MetricSpec,
+    load_bundle,
+    save_bundle,
+)
 from lmeval_microbench.collect import content_hash
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS
@@ -450,10 +461,33 @@ def write_joint(
         subsets,
         {name: target for name, (_, target) in sources.items()},
     )
-    write_text_if_changed(
-        out / JOINT_FILE, json.dumps(joint.state_dict(), separators=(",", ":")) + "\n"
-    )
+    write_joint_state(out / JOINT_FILE, joint.state_dict())
     return joint
+
+
+def write_joint_state(path: Path, state: Mapping[str, Any]) -> None:
+    """``joint.json``: the state with its checksum (an edited number fails when it is read)."""
+    write_text_if_changed(path, json.dumps(seal_json(state), separators=(",", ":")) + "\n")
+
+
+def reseal(out: Path, names: list[str]) -> None:
+    """Rewrite the suite's bundles and joint state in the current file format, refitting nothing.
+
+    Each file is read with every check first (checksums included), so resealing cannot bless
+    an edited file; only the schema version and the checksums change.
+    """
+    for name in names:
+        folder = out / BENCHMARKS[name].spec.data_dir
+        save_bundle(load_bundle(folder), folder, overwrite=True)
+    path = out / JOINT_FILE
+    if not path.is_file():
+        return
+    state = json.loads(path.read_text(encoding="utf-8"))
+    if seal_holds(state) is False:
+        raise InputError(f"{path}: checksum mismatch; rebuild the suite instead of resealing it")
+    state.pop(SEAL_KEY, None)
+    JointEstimator.from_state(state)  # still a valid state
+    write_joint_state(path, state)
 
 
 def bundle_name(bm: Benchmark, recipe: Recipe) -> str:
@@ -585,6 +619,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--benchmarks", default=",".join(BENCHMARKS), help="comma-separated benchmarks to build"
     )
+    parser.add_argument(
+        "--reseal",
+        action="store_true",
+        help="only rewrite the files of --out in the current format (no data, no refitting)",
+    )
     args = parser.parse_args(argv)
     args.names = [name.strip() for name in args.benchmarks.split(",") if name.strip()]
     unknown = [name for name in args.names if name not in BENCHMARKS]
@@ -592,13 +631,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown benchmarks {unknown} (known: {list(BENCHMARKS)})")
     if args.estimator is not None and args.estimator not in ESTIMATORS:
         parser.error(f"unknown --estimator {args.estimator!r} (known: {list(ESTIMATORS)})")
-    if not (args.data / "responses").is_dir():
+    if not args.reseal and not (args.data / "responses").is_dir():
         parser.error(f"{args.data}: not the openllm_v1 data folder (no responses/)")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.reseal:
+        reseal(args.out, args.names)
+        print(f"resealed {args.out}")
+        return 0
     recipes = override_recipes(read_recipes(args.defaults, args.names), args)
     built: list[tuple[Benchmark, Bundle]] = []
     sources: dict[str, tuple[ResponseMatrix, np.ndarray]] = {}

@@ -18,6 +18,7 @@ SECTIONS = [
     ("reliability.md", "tools/bench_reliability.py"),
     ("ours.md", "tools/eval_ours.py"),
     ("joint.md", "tools/eval_joint.py"),
+    ("missing.md", "tools/bench_missing.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),
 ]
 HEADER = """# Benchmarks

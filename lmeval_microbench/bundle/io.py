@@ -2,10 +2,11 @@
 
 A bundle folder holds ``bundle.json`` (the checksummed payload) and, optionally,
 ``items.parquet`` (the item documents: ``item_id``, ``content_hash`` and any doc fields).
-Other files in the folder (a Hub ``README.md``, ``.gitattributes``) are ignored.
+Other files in the folder (a Hub ``README.md``, ``.gitattributes``, ``.git/``) are ignored
+when reading and left alone when writing.
 
-Writes are all-or-nothing: the folder is assembled in a temporary sibling folder and renamed
-into place, so a crash leaves either the old bundle or the new one, never a mix.
+Writes are all-or-nothing (:mod:`._commit`): a reader finds the old bundle or the new one,
+and a write killed half-way leaves a state the next load explains and the next save finishes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
-import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,13 +21,22 @@ from typing import Any
 
 import pandas as pd
 
-from .._io import default_dir_mode, sha256_file
-from .._types import ItemId
+from .._io import sha256_file
+from .._text import preview as _preview
+from .._types import ItemId, duplicate_ids
 from ..errors import BundleError, ItemMismatchError
-from .schema import Bundle, check_version, seal, verify_payload_checksum
+from ._commit import interrupted_hint, write_folder
+from ._states import check_estimator_states
+from .integrity import (
+    BUNDLE_FILE,
+    ITEMS_FILE,
+    check_depth,
+    seal,
+    verify_document,
+    verify_side_files,
+)
+from .schema import Bundle, check_version
 
-BUNDLE_FILE = "bundle.json"
-ITEMS_FILE = "items.parquet"
 HF_PREFIX = "hf://"
 
 _HF_LOCATION = re.compile(
@@ -53,24 +60,23 @@ def save_bundle(
     index, holding any document fields; its ``content_hash`` column (added from the bundle
     when absent) must agree with the bundle. An existing folder is replaced only with
     ``overwrite=True`` and only if it is a bundle folder (or empty), so a typo cannot wipe
-    an unrelated directory.
+    an unrelated directory; even then only the bundle's own files are replaced.
     """
     target = Path(folder)
+    frame = None if items is None else _items_frame(bundle, items)
     _check_target(target, overwrite)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    os.chmod(staging, default_dir_mode())
-    try:
+
+    def write(into: Path) -> None:
         files: dict[str, str] = {}
-        if items is not None:
-            frame = _items_frame(bundle, items)
-            _write_items(frame, staging / ITEMS_FILE)
-            files[ITEMS_FILE] = sha256_file(staging / ITEMS_FILE)
-        _write_document(seal(bundle.to_dict(), files), staging / BUNDLE_FILE)
-        _swap_into_place(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        if frame is not None:
+            _write_items(frame, into / ITEMS_FILE)
+            files[ITEMS_FILE] = sha256_file(into / ITEMS_FILE)
+        _write_document(seal(bundle.to_dict(), files), into / BUNDLE_FILE)
+
+    try:
+        write_folder(target, write)
+    except OSError as exc:
+        raise BundleError(f"{target}: cannot write the bundle ({exc})") from exc
     return target
 
 
@@ -80,7 +86,9 @@ def _check_target(target: Path, overwrite: bool) -> None:
     if not target.is_dir():
         raise BundleError(f"{target}: exists and is not a folder")
     if not overwrite:
-        raise BundleError(f"{target}: already exists; pass overwrite=True to replace it")
+        raise BundleError(
+            f"{target}: already exists; pass overwrite=True (--overwrite) to replace it"
+        )
     if any(target.iterdir()) and not (target / BUNDLE_FILE).is_file():
         raise BundleError(
             f"{target}: refusing to overwrite a non-empty folder that holds no {BUNDLE_FILE}"
@@ -115,7 +123,7 @@ def _items_frame(bundle: Bundle, items: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index()
 
 
-def _check_frame_hashes(bundle: Bundle, column: pd.Series) -> None:
+def _check_frame_hashes(bundle: Bundle, column: pd.Series, where: str = "items") -> None:
     differ = [
         item
         for item, value in column.items()
@@ -124,7 +132,7 @@ def _check_frame_hashes(bundle: Bundle, column: pd.Series) -> None:
         and str(value) != bundle.content_hashes[item]
     ]
     if differ:
-        raise BundleError(f"items: content_hash disagrees with the bundle for items {differ[:5]}")
+        raise BundleError(f"{where}: content_hash disagrees with the bundle for items {differ[:5]}")
 
 
 def _write_items(frame: pd.DataFrame, path: Path) -> None:
@@ -165,21 +173,6 @@ def _write_document(document: Mapping[str, Any], path: Path) -> None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _swap_into_place(staging: Path, target: Path) -> None:
-    """Rename ``staging`` to ``target``; an old ``target`` is kept aside until that worked."""
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:12]}")
-    os.replace(target, backup)
-    try:
-        os.replace(staging, target)
-    except BaseException:
-        os.replace(backup, target)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -233,35 +226,37 @@ def _read_document(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{path}: not a readable bundle file ({exc})") from exc
+    except RecursionError as exc:  # the parser's own limit is below ours
+        raise BundleError(f"{path}: objects and arrays nested more than the parser allows") from exc
     if not isinstance(document, dict):
         raise BundleError(f"{path}: expected a JSON object at the top level")
+    check_depth(document, str(path))
     return document
 
 
-def _verify_side_files(folder: Path, files: Mapping[str, str], where: Path) -> None:
-    for name, expected in files.items():
-        if Path(name).name != name:
-            raise BundleError(f"{where}: side file name {name!r} must be a plain file name")
-        path = folder / name
-        if not path.is_file():
-            raise BundleError(f"{path}: missing; {where.name} lists it in its checksums")
-        if sha256_file(path) != expected:
-            raise BundleError(
-                f"{path}: checksum mismatch: the file was changed after the bundle was written"
-            )
-
-
 def load_bundle(location: Location) -> Bundle:
-    """Load and fully verify a bundle: version, payload and side-file checksums, schema.
+    """Load and fully verify a bundle: version, checksums, side files, schema, estimator states.
 
     ``location`` is a bundle folder, a ``bundle.json`` path, or ``hf://owner/name[@revision]``.
     """
-    path = resolve_location(location)
-    document = _read_document(path)
-    check_version(document.get("schema_version"), str(path), warn=False)  # before checksums
-    files = verify_payload_checksum(document, str(path))
-    _verify_side_files(path.parent, files, path)
-    return Bundle.from_dict(document, source=str(path))
+    return _load(resolve_location(location))[0]
+
+
+def _load(path: Path) -> tuple[Bundle, dict[str, str]]:
+    """The verified bundle of ``path`` and the side files its checksums list."""
+    try:
+        document = _read_document(path)
+        check_version(document.get("schema_version"), str(path), warn=False)  # before checksums
+        files = verify_document(document, str(path))
+        verify_side_files(path.parent, files, path)
+    except BundleError as exc:
+        hint = interrupted_hint(path.parent)
+        if not hint:
+            raise
+        raise BundleError(f"{exc}{hint}") from exc
+    bundle = Bundle.from_dict(document, source=str(path))
+    check_estimator_states(bundle, str(path))
+    return bundle, files
 
 
 def load_items(location: Location) -> pd.DataFrame | None:
@@ -269,12 +264,32 @@ def load_items(location: Location) -> pd.DataFrame | None:
     path = resolve_location(location)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # version warnings were shown by load_bundle already
-        bundle = load_bundle(path)
-    items_path = path.parent / ITEMS_FILE
-    if not items_path.is_file():
-        return None
-    frame = pd.read_parquet(items_path).set_index("item_id")
-    return frame.loc[list(bundle.item_ids)]
+        bundle, files = _load(path)
+    if ITEMS_FILE not in files:
+        return None  # an items.parquet that is there but not listed was refused above
+    return _read_items(path.parent / ITEMS_FILE, bundle)
+
+
+def _read_items(path: Path, bundle: Bundle) -> pd.DataFrame:
+    """``items.parquet`` checked against the bundle, indexed by item id in subset order."""
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{path}: not a readable parquet file ({exc})") from exc
+    if "item_id" not in frame.columns:
+        raise BundleError(f"{path}: no 'item_id' column (columns: {list(frame.columns)})")
+    ids = frame["item_id"].astype(str)
+    present = set(ids)
+    missing = [item for item in bundle.item_ids if item not in present]
+    dups = duplicate_ids(ids)
+    if missing or dups:
+        what = f"lacks subset items {_preview(missing)}" if missing else ""
+        what += ("; " if what else "") + (f"duplicate item ids {_preview(dups)}" if dups else "")
+        raise BundleError(f"{path}: {what}")
+    frame = frame.assign(item_id=ids).set_index("item_id").loc[list(bundle.item_ids)]
+    if "content_hash" in frame.columns:
+        _check_frame_hashes(bundle, frame["content_hash"], where=str(path))
+    return frame
 
 
 # ---------------------------------------------------------------------------- verification

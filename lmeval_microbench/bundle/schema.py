@@ -18,18 +18,20 @@ Decisions worth knowing
 * ``method``, ``seed`` and ``budget`` live once, in the ``subset`` section (budget is the
   number of items), so the provenance cannot disagree with the subset.
 * The document is strict JSON (no NaN/Infinity), so any JSON reader can open it.
-* ``checksums`` guards against corruption and hand edits, not against forgery: anyone can
-  recompute a sha256.
+* ``checksums`` guards against corruption and hand edits, not against forgery; what it
+  covers in each version is :mod:`.integrity`'s business.
 
 Versioning: ``schema_version`` is ``"major.minor"``. A reader refuses another major version;
 it reads a newer minor version with a :class:`BundleVersionWarning`, ignoring the fields it
 does not know (minor versions only ever add optional fields). Unknown fields in a file of
-this version or older are an error, because they are typos.
+this version or older are an error, because they are typos. 1.1 added
+``checksums.document``, which seals the list of side files too.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import canonical_json, sha256_bytes
+from .._io import canonical_json
 from .._text import preview as _preview
 from .._types import ItemId
 from ..errors import BundleError, InputError
@@ -48,7 +50,7 @@ from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 """Version this package writes; it reads any ``1.x``."""
 
 SCORE_SCALES = ("fraction", "percent")
@@ -93,47 +95,6 @@ def check_version(value: Any, where: str, *, warn: bool = True) -> bool:
             stacklevel=3,
         )
     return minor > own_minor
-
-
-# ---------------------------------------------------------------------------- checksums
-def payload_checksum(document: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of ``document`` without its ``checksums`` section."""
-    payload = {key: value for key, value in document.items() if key != "checksums"}
-    return sha256_bytes(canonical_json(payload))
-
-
-def seal(payload: Mapping[str, Any], files: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Return ``payload`` with a ``checksums`` section (payload hash plus side-file hashes)."""
-    document = dict(payload)
-    document["checksums"] = {
-        "algorithm": "sha256",
-        "payload": payload_checksum(payload),
-        "files": dict(sorted((files or {}).items())),
-    }
-    return document
-
-
-def verify_payload_checksum(document: Mapping[str, Any], where: str) -> dict[str, str]:
-    """Check the payload hash of ``document``; return the side-file hashes it lists."""
-    checksums = document.get("checksums")
-    if not isinstance(checksums, Mapping):
-        raise BundleError(f"{where}: missing checksums section")
-    algorithm = checksums.get("algorithm", "sha256")
-    if algorithm != "sha256":
-        raise BundleError(f"{where}: unknown checksum algorithm {algorithm!r} (expected 'sha256')")
-    expected = checksums.get("payload")
-    actual = payload_checksum(document)
-    if expected != actual:
-        raise BundleError(
-            f"{where}: checksum mismatch: the bundle was edited or corrupted after it was "
-            f"written (recorded {expected!r}, content hashes to {actual!r})"
-        )
-    files = checksums.get("files", {})
-    if not isinstance(files, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) and _SHA256.match(v) for k, v in files.items()
-    ):
-        raise BundleError(f"{where}: checksums.files must map file names to sha256 hex digests")
-    return dict(files)
 
 
 # ---------------------------------------------------------------------------- field readers
@@ -369,8 +330,21 @@ class EstimatorSpec:
 
 
 def utc_now() -> str:
-    """Current time as an ISO 8601 UTC string with a ``Z`` suffix, to the second."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    """Current time as an ISO 8601 UTC string with a ``Z`` suffix, to the second.
+
+    ``SOURCE_DATE_EPOCH`` (seconds since 1970, the reproducible-builds convention) replaces
+    the clock when set, so that two builds of the same inputs are byte for byte the same.
+    """
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch:
+        now = datetime.now(timezone.utc)
+    elif epoch.isdigit():
+        now = datetime.fromtimestamp(int(epoch), timezone.utc)
+    else:
+        raise InputError(
+            f"SOURCE_DATE_EPOCH must be a whole number of seconds since 1970, got {epoch!r}"
+        )
+    return now.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 # ---------------------------------------------------------------------------- the bundle

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--score-column", default="score", help="column of --scores holding the score"
     )
-    parser.add_argument("--score-scale", choices=("auto", "fraction", "percent"), default="auto")
+    parser.add_argument(
+        "--score-scale",
+        choices=("auto", "fraction", "percent"),
+        default="auto",
+        help="scale of --scores (default: auto: percent when a score exceeds 1, else the one "
+        "that agrees with the matrix row means; an unclear case is refused)",
+    )
     parser.add_argument("--estimators", help="comma-separated estimators to fit (default: all)")
     parser.add_argument("--default-estimator", default=None, help="estimator used by default")
     parser.add_argument("--irt-model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
@@ -81,7 +88,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--license", help="licence of the bundle content (for the Hub card)")
     parser.add_argument("--out", required=True, help="bundle folder (or task folder) to write")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing bundle or task"
+        "--overwrite",
+        action="store_true",
+        help="replace an existing bundle or task (other files in the folder stay)",
     )
     add_seed(parser)
     task = parser.add_argument_group("an lm-eval task folder (--task)")
@@ -111,6 +120,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Build; Ctrl-C is one line and exit status 130 (bundle writes leave nothing half-done)."""
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("microbench build: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="append",
         metavar="ID",
         help="model id: one for samples from one folder, or one per PATH with --details "
-        "(repeatable; default: from results_*.json, the folder or the repo name)",
+        "(repeatable; default: from the run's results_<timestamp>.json, else the folder name "
+        "with a warning, or the repo name)",
     )
 
     reading = parser.add_argument_group("lm-eval samples and leaderboard details")
@@ -135,10 +137,16 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not args.overwrite:
         raise InputError(f"--out {out} exists; pass --overwrite to replace it")
     progress = sys.stderr.isatty()
-    if args.details:
-        matrix = _collect_details(args, progress)
-    else:
-        matrix = _collect_files(args, MATRIX_SUFFIXES, progress)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            if args.details:
+                matrix = _collect_details(args, progress)
+            else:
+                matrix = _collect_files(args, MATRIX_SUFFIXES, progress)
+        finally:
+            for warning in caught:
+                print(f"warning: {warning.message}", file=sys.stderr)
     write_matrix(matrix, out)
     benchmarks = matrix.items["benchmark"].dropna().unique().tolist()
     print_json(
@@ -224,6 +232,7 @@ def _collect_files(
     read_options = _read_options(args) if sample_paths else {}
     matrices = [ResponseMatrix.read(p) for p in matrix_paths]
     if sample_paths:
+        _check_benchmarks(args, sample_paths)
         matrices.append(
             collect_samples(
                 sample_paths,
@@ -237,6 +246,43 @@ def _collect_files(
     if len(matrices) == 1:
         return matrices[0]
     return _combine(matrices, args.combine, check_content=args.check_content)
+
+
+def _claims(args: argparse.Namespace, task: str, known: set[str]) -> dict[str, set[str]]:
+    """Which known benchmarks the task name, --id-prefix and --benchmark say a file holds."""
+    from ..run_match import tokens
+
+    sources = {"the task name": task, "--id-prefix": args.id_prefix, "--benchmark": args.benchmark}
+    said = {label: tokens(text) & known for label, text in sources.items() if text}
+    return {label: names for label, names in said.items() if names}
+
+
+def _check_benchmarks(args: argparse.Namespace, paths: list[str]) -> None:
+    """Refuse a samples file whose documents are, by content, the items of a shipped bundle
+    of another benchmark than its name and the id options say (hellaswag's documents in an
+    arc-named file would otherwise become arc items)."""
+    from ..collect import SamplesRun, find_samples_files, preview
+    from ..run_bundles import BundleIndex
+    from ..run_match import LoggedSamples, identify
+
+    index = BundleIndex.discover(shipped=True)
+    known = {ref.bundle.benchmark for ref in index.by_name.values()}
+    tasks = split_list(args.tasks)
+    for path in find_samples_files(paths):
+        run = SamplesRun(path)
+        claims = _claims(args, run.task, known) if tasks is None or run.task in tasks else {}
+        claimed = set().union(*claims.values())
+        if not claimed:
+            continue
+        found = identify(LoggedSamples(run), index)
+        if found and not claimed & {match.ref.bundle.benchmark for match, _ in found}:
+            match, check = found[0]
+            raise InputError(
+                f"{path}: its documents are {match.ref.bundle.benchmark} items "
+                f"({len(check.verified)} checked against the shipped bundle "
+                f"{match.ref.bundle.name}, e.g. {preview(check.verified, 3)}), but "
+                f"{' and '.join(claims)} say {', '.join(sorted(claimed))}: is the file misnamed?"
+            )
 
 
 def _combine(matrices: list[ResponseMatrix], how: str, *, check_content: bool) -> ResponseMatrix:

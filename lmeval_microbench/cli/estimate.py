@@ -38,7 +38,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--allow-missing",
         action="store_true",
-        help="IRT estimators: skip subset items a model lacks",
+        help="impute subset items a model lacks from the bundle's IRT fit (wider interval)",
     )
     add_format(parser)
     parser.set_defaults(run=run)

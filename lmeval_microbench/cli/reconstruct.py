@@ -38,6 +38,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", help="write the estimates as JSON to this file and a markdown table beside it"
     )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace existing --out files (JSON and .md)"
+    )
+    parser.add_argument(
+        "--model-id",
+        metavar="ID",
+        help="model id for samples of one folder whose results_*.json does not name it "
+        "(default: from the run's results json, else the folder name)",
+    )
     add_format(parser)
     parser.add_argument(
         "--bundle",
@@ -64,7 +73,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--allow-missing",
         action="store_true",
         default=None,
-        help="IRT estimators: estimate from the scored items when some are missing "
+        help="impute missing subset items from the bundle's IRT fit, with a wider interval "
         "(default: NaN, as in the run)",
     )
     parser.add_argument(
@@ -84,8 +93,10 @@ def print_notes(notes: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..hook import ReconstructionWarning, parse_task_map, reconstruct_runs
-    from ..reconstruct import write_reconstruction
+    from ..reconstruct import reconstruction_files, write_reconstruction
 
+    if args.out:
+        reconstruction_files(args.out, overwrite=args.overwrite)  # refused before the work
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReconstructionWarning)  # printed below, once each
         result = reconstruct_runs(
@@ -96,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
             level=args.level,
             allow_missing=args.allow_missing,
             joint=args.joint,
+            model_id=args.model_id,
             progress=not args.quiet,
         )
     print_notes(result.notes)
@@ -105,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.to_markdown(), end="")
         report_skipped(result.skipped)
     if args.out:
-        path = write_reconstruction(result, args.out)
+        path = write_reconstruction(result, args.out, overwrite=args.overwrite)
         print(f"wrote {path} and {path.with_suffix('.md')}", file=sys.stderr)
     return 0
 

@@ -9,11 +9,12 @@ Three sources feed the model x item matrix every fit and selection starts from:
   :func:`combine_models` (module ``matrices``).
 
 Items are joined by id, never by line order: lm-eval reorders documents across ranks and
-versions, so a shuffled samples file gives the same matrix. Every error names the file, line
-(or row) and item at fault. Modules import one way: ``_records`` <- ``_scores`` <-
-``matrices`` <- ``samples``, ``details``. The record-level pieces (``Record``, ``lookup``,
-``scores_from_records``, ``newest_runs``, ...) are exported too: :mod:`lmeval_microbench.hook`
-reads samples files against bundles with the same rules.
+versions, so a shuffled samples file gives the same matrix (old-format files, whose lines say
+their filter only by position, are split by content or refused: module ``_filters``). Every
+error names the file, line (or row) and item at fault. Modules import one way: ``_records``
+<- ``_filters`` <- ``_scores`` <- ``matrices`` <- ``samples``, ``details``. The record-level
+pieces (``Record``, ``lookup``, ``scores_from_records``, ``newest_runs``, ...) are exported
+too: :mod:`lmeval_microbench.hook` reads samples files against bundles with the same rules.
 """
 
 from ._records import (
@@ -44,6 +45,7 @@ from .samples import (
     SamplesRun,
     collect_samples,
     find_samples_files,
+    folder_model_notes,
     newest_runs,
     read_samples_file,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "details_repo_id",
     "doc_of",
     "find_samples_files",
+    "folder_model_notes",
     "format_id",
     "item_ids_of_docs",
     "iter_json_records",

@@ -19,8 +19,26 @@ from typing import Any
 import numpy as np
 
 from .._io import canonical_json
+from .._json import parse_json
 from .._text import preview as _preview
 from ..errors import InputError
+
+STRUCTURAL_KEYS = frozenset(
+    {
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "filter",
+        "metrics",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+    }
+)
+"""Keys lm-eval writes on every sample line; any other key of an old-format line is a metric."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +124,12 @@ def as_score(value: Any, *, metric: str, where: str) -> float:
     if value is None:
         return math.nan
     if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise InputError(
+                f"{where}: metric {metric!r} holds an integer too large for a number"
+            ) from None
     raise InputError(
         f"{where}: metric {metric!r} holds {value!r} ({type(value).__name__}), not a number: "
         "per-item scores must be one number in [0, 1] (pick a per-item metric such as acc)"
@@ -132,17 +155,18 @@ def iter_json_records(path: Path) -> Iterator[Record]:
             continue
         where = f"{path}:{k + 1}"
         try:
-            record = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{where}: not UTF-8 text ({exc})") from exc
-        except json.JSONDecodeError as exc:
+            record = parse_json(line, where, allow_nan=True)
+        except InputError as exc:
+            syntax = _syntax_error(line)
+            if syntax is None:
+                raise
             hint = (
                 " (the last line is incomplete: the file looks truncated; was the run cut off?)"
                 if k == last_content and truncated_tail
                 else ""
             )
             raise InputError(
-                f"{where}: malformed JSON ({exc.msg} at column {exc.colno}){hint}"
+                f"{where}: malformed JSON ({syntax.msg} at column {syntax.colno}){hint}"
             ) from exc
         if not isinstance(record, dict):
             raise InputError(
@@ -151,12 +175,31 @@ def iter_json_records(path: Path) -> Iterator[Record]:
         yield Record(where, record)
 
 
+def _syntax_error(data: bytes) -> json.JSONDecodeError | None:
+    """The syntax error of UTF-8 ``data`` that the strict parser refused, None when its
+    refusal was about something else (duplicate keys, nesting, huge numbers, encoding).
+
+    Only called on the error path: syntax errors keep their "malformed JSON ... at column"
+    wording (and the truncation hint), the strict parser's other refusals their own.
+    """
+    try:
+        json.loads(data.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        return exc
+    except (UnicodeDecodeError, RecursionError):
+        return None
+    return None
+
+
 def _iter_json_array(path: Path, raw: bytes) -> Iterator[Record]:
     try:
-        records = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        records = parse_json(raw, str(path), allow_nan=True)
+    except InputError as exc:
+        syntax = _syntax_error(raw)
+        if syntax is None:
+            raise
         raise InputError(
-            f"{path}: malformed JSON array ({exc}); the file may be truncated"
+            f"{path}: malformed JSON array ({syntax}); the file may be truncated"
         ) from exc
     if not isinstance(records, list):
         raise InputError(f"{path}: expected a JSON array of sample records")

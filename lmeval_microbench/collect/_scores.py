@@ -2,14 +2,12 @@
 
 Two lm-eval samples formats exist. lm-eval >= 0.4.3 writes ``filter`` and ``metrics`` keys
 on each line, one line per document and filter. Older versions write neither: a task with
-several filters (gsm8k: ``strict-match`` then ``flexible-extract``) lists every document once
-per filter, in the order of the task's ``filter_list``, so the k-th occurrence of a document
-belongs to filter k.
+several filters (gsm8k: ``strict-match``, ``flexible-extract``) lists every document once
+per filter, and :mod:`._filters` tells the lines apart by their content.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,12 +18,13 @@ import pandas as pd
 
 from .._types import ItemId
 from ..errors import InputError
+from ._filters import TaskFilters, split_by_filter
 from ._records import (
+    STRUCTURAL_KEYS,
     Record,
     apply_prefix,
     as_score,
     available_fields,
-    content_hash,
     doc_of,
     format_id,
     lookup,
@@ -50,23 +49,6 @@ index restarts in every subject.
 
 CONTENT_HASH_ID = "content_hash"
 """``id_field`` value that makes the item id the :func:`content_hash` of the doc."""
-
-# Keys lm-eval writes on every sample line; any other key of an old-format line is a metric.
-_STRUCTURAL_KEYS = frozenset(
-    {
-        "doc_id",
-        "doc",
-        "target",
-        "arguments",
-        "resps",
-        "filtered_resps",
-        "filter",
-        "metrics",
-        "doc_hash",
-        "prompt_hash",
-        "target_hash",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -179,63 +161,6 @@ def build_run(
 
 
 # ---------------------------------------------------------------------------- filters
-def _occurrence_key(record: Record) -> Any:
-    for key in ("doc_id", "doc_hash"):
-        if key in record.data:
-            return record.data[key]
-    return content_hash(record.data.get("doc"))
-
-
-def _split_by_filter(
-    records: Sequence[Record], source: str, filter_names: Sequence[str] | None
-) -> tuple[dict[str, list[Record]], bool]:
-    """Group sample lines by filter; the flag says whether names are positions only.
-
-    New format: the ``filter`` key. Old format: the k-th occurrence of a document is filter
-    k, named by ``filter_names`` (the task's ``filter_list``) when given.
-    """
-    if any("filter" in r.data for r in records):
-        groups: dict[str, list[Record]] = defaultdict(list)
-        for record in records:
-            if "filter" not in record.data:
-                raise InputError(f"{record.where}: line has no 'filter' key while others have one")
-            groups[str(record.data["filter"])].append(record)
-        return dict(groups), False
-    seen: Counter[Any] = Counter()
-    positions: list[int] = []
-    for record in records:
-        key = _occurrence_key(record)
-        positions.append(seen[key])
-        seen[key] += 1
-    counts = Counter(seen.values())
-    if len(counts) > 1:
-        usual = counts.most_common(1)[0][0]
-        odd = [k for k, n in seen.items() if n != usual]
-        raise InputError(
-            f"{source}: documents appear a different number of times (most {usual} times, one "
-            f"per filter; doc {odd[0]!r} {seen[odd[0]]} times; {len(odd)} such docs): "
-            "the file looks truncated or concatenated from several runs"
-        )
-    n_filters = next(iter(counts)) if counts else 1
-    names = [str(k) for k in range(n_filters)]
-    positional = True
-    if filter_names is not None and len(filter_names) == n_filters:
-        names, positional = [str(n) for n in filter_names], False
-    elif filter_names is not None:
-        warnings.warn(
-            f"{source}: the task's filter_list names {len(filter_names)} filters "
-            f"({preview(filter_names)}) but documents appear {n_filters} times; "
-            "naming filters by position",
-            stacklevel=4,
-        )
-    if n_filters == 1 and positional:
-        names, positional = ["none"], False
-    groups = {name: [] for name in names}
-    for record, position in zip(records, positions, strict=True):
-        groups[names[position]].append(record)
-    return groups, positional and n_filters > 1
-
-
 def _pick_filter(
     groups: dict[str, list[Record]], requested: str | None, source: str, positional: bool
 ) -> str:
@@ -327,7 +252,7 @@ def _available_metrics(records: Sequence[Record]) -> list[str]:
         if isinstance(listed, list):
             found.update(dict.fromkeys(str(m) for m in listed))
         else:
-            found.update(dict.fromkeys(k for k in record.data if k not in _STRUCTURAL_KEYS))
+            found.update(dict.fromkeys(k for k in record.data if k not in STRUCTURAL_KEYS))
     return list(found)
 
 
@@ -344,12 +269,16 @@ def scores_from_records(
     *,
     source: str,
     task: str,
-    filter_names: Sequence[str] | None,
+    filters: TaskFilters | None,
 ) -> SampleScores:
-    """The core of every lm-eval-shaped source (samples files, v2 details): filter, id, metric."""
+    """The core of every lm-eval-shaped source (samples files, v2 details): filter, id, metric.
+
+    ``filters`` are the task's, from the run's results json, when known (old-format files
+    need them to name their filters and to tell them apart by content).
+    """
     if not records:
         raise InputError(f"{source}: no sample records")
-    groups, positional = _split_by_filter(records, source, filter_names)
+    groups, positional = split_by_filter(records, source, filters)
     chosen = _pick_filter(groups, options.filter, source, positional)
     selected = groups[chosen]
     metric = options.metric

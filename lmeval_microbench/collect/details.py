@@ -249,7 +249,7 @@ def _read_details(
     if isinstance(records[0].data.get("doc"), Mapping):
         if id_map is not None:
             raise InputError(f"{label}: id_map applies to v1 rows only; use id_field/id_prefix")
-        return scores_from_records(records, options, source=label, task=config, filter_names=None)
+        return scores_from_records(records, options, source=label, task=config, filters=None)
     return _v1_scores(
         records,
         options,

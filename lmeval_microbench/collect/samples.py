@@ -8,12 +8,12 @@ which old-format samples files do not record themselves.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,9 +21,11 @@ from typing import Any, Literal
 
 from tqdm.auto import tqdm
 
+from .._json import read_json
 from .._types import ModelId
-from ..errors import InputError
+from ..errors import BundleError, InputError, ItemMismatchError
 from ..responses import ResponseMatrix
+from ._filters import TaskFilters, task_filters
 from ._records import as_list, iter_json_records, preview
 from ._scores import SampleScores, ScoreOptions, scores_from_records
 from .matrices import assemble_runs
@@ -36,44 +38,12 @@ _MODEL_ARG_KEYS = ("pretrained", "model", "path")
 
 # ---------------------------------------------------------------------------- results json
 def _load_results_json(path: Path) -> dict[str, Any]:
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: malformed results JSON ({exc})") from exc
+    """The results json, parsed strictly (lm-eval writes NaN for a metric it could not
+    compute); every error names the file."""
+    payload = read_json(path, allow_nan=True)
     if not isinstance(payload, dict):
         raise InputError(f"{path}: expected a JSON object")
     return payload
-
-
-def _results_for(samples_path: Path, task: str, timestamp: str | None) -> dict[str, Any] | None:
-    """The results json of the same run: same timestamp, else the newest naming the task."""
-    folder = samples_path.parent
-    if timestamp is not None:
-        same = folder / f"results_{timestamp}.json"
-        if same.is_file():
-            return _load_results_json(same)
-    candidates = sorted(
-        (p for p in folder.glob("results_*.json") if _RESULTS_NAME.match(p.name)), reverse=True
-    )
-    for path in candidates:
-        payload = _load_results_json(path)
-        if task in (payload.get("configs") or {}) or task in (payload.get("results") or {}):
-            return payload
-    return None
-
-
-def _filter_names_from_results(results: Mapping[str, Any] | None, task: str) -> list[str] | None:
-    """The task's filter names, in order, from ``configs[task].filter_list`` of a results json."""
-    if results is None:
-        return None
-    config = (results.get("configs") or {}).get(task)
-    if not isinstance(config, Mapping):
-        return None
-    filter_list = config.get("filter_list")
-    if not filter_list:
-        return ["none"]
-    names = [f.get("name") for f in filter_list if isinstance(f, Mapping)]
-    return [str(n) for n in names] if len(names) == len(filter_list) and all(names) else None
 
 
 def _pretrained_from_model_args(model_args: Any) -> str | None:
@@ -92,7 +62,12 @@ def _pretrained_from_model_args(model_args: Any) -> str | None:
 # ---------------------------------------------------------------------------- one run
 @dataclass
 class SamplesRun:
-    """A samples file with what its name and its results json say about the run."""
+    """A samples file with what its name and its run's results json say about the run.
+
+    Only the results json of the same run (``results_<timestamp>.json`` with the file's
+    timestamp) is read: another run's, even of the same task, may be another model's or
+    configuration's. Errors about its content name that file.
+    """
 
     path: Path
 
@@ -113,36 +88,153 @@ class SamplesRun:
         return self._name_parts[1]
 
     @cached_property
+    def results_path(self) -> Path | None:
+        """``results_<timestamp>.json`` of the same run beside the file, None when absent."""
+        if self.timestamp is None:
+            return None
+        path = self.path.parent / f"results_{self.timestamp}.json"
+        return path if path.is_file() else None
+
+    @cached_property
     def results(self) -> dict[str, Any] | None:
         """Read on first use only: a file read alone may not need it."""
-        return _results_for(self.path, self.task, self.timestamp)
+        return None if self.results_path is None else _load_results_json(self.results_path)
+
+    def results_object(self, *keys: str) -> Mapping[str, Any]:
+        """``results[k1][k2]...`` ({} when absent); anything but an object is an error."""
+        node: Any = self.results or {}
+        for depth, key in enumerate(keys, start=1):
+            node = node.get(key)
+            if node is None:
+                return {}
+            if not isinstance(node, Mapping):
+                name = ".".join(keys[:depth])
+                raise InputError(
+                    f"{self.results_path}: {name!r} is a {type(node).__name__}, expected an object"
+                )
+        return node
 
     @property
-    def filter_names(self) -> list[str] | None:
-        return _filter_names_from_results(self.results, self.task)
+    def task_config(self) -> Mapping[str, Any]:
+        """``configs[task]`` of the results json ({} when unknown)."""
+        return self.results_object("configs", self.task)
+
+    @property
+    def task_results(self) -> Mapping[str, Any]:
+        """``results[task]`` of the results json: the metrics the run reported."""
+        return self.results_object("results", self.task)
+
+    @property
+    def task_version(self) -> Any:
+        return self.results_object("versions").get(self.task)
+
+    @property
+    def filters(self) -> TaskFilters | None:
+        """The task's filters from ``configs[task].filter_list`` (None without a config)."""
+        config = self.task_config
+        if not config:
+            return None
+        return task_filters(
+            config.get("filter_list"), f"{self.results_path}: configs.{self.task}.filter_list"
+        )
+
+    @property
+    def n_samples(self) -> int | None:
+        """Documents the run evaluated (``n-samples[task].effective``), None when unknown."""
+        count = self.results_object("n-samples", self.task).get("effective")
+        if count is None:
+            return None
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise InputError(
+                f"{self.results_path}: n-samples.{self.task}.effective is {count!r}, "
+                "expected an integer"
+            )
+        return count
+
+    def check_count(self, n_docs: int) -> None:
+        """A file cut at a line boundary parses fine: compare with the run's own count."""
+        expected = self.n_samples
+        if expected is not None and expected != n_docs:
+            raise InputError(
+                f"{self.path}: {n_docs} documents, but {self.results_path.name} reports "
+                f"n-samples {expected} for task {self.task!r}: the file looks cut short or "
+                "edited; use the file the run wrote"
+            )
+
+    @cached_property
+    def _model(self) -> tuple[ModelId, bool]:
+        config = self.results_object("config")
+        pretrained = _pretrained_from_model_args(config.get("model_args"))
+        if pretrained:
+            return pretrained, False
+        if self.results and self.results.get("model_name"):
+            return str(self.results["model_name"]), False
+        if self.results is None:
+            folder = self.path.parent
+            others = sorted(p.name for p in folder.iterdir() if _RESULTS_NAME.match(p.name))
+            if others:
+                expected = (
+                    f"results_{self.timestamp}.json"
+                    if self.timestamp
+                    else "results json (its name has no timestamp)"
+                )
+                raise InputError(
+                    f"{self.path}: no {expected} of the same run beside it, and the results "
+                    f"of other runs there ({preview(others)}) may be another model's: restore "
+                    "the run's results json, or give the model id (model_id= in Python, "
+                    "--model-id on the command line)"
+                )
+        return self.path.parent.name, True
 
     @property
     def model_id(self) -> ModelId:
-        """``pretrained`` of ``model_args``, else ``model_name``, else the folder name."""
-        if self.results is not None:
-            config = self.results.get("config") or {}
-            pretrained = _pretrained_from_model_args(config.get("model_args"))
-            if pretrained:
-                return pretrained
-            if self.results.get("model_name"):
-                return str(self.results["model_name"])
-        return self.path.parent.name
+        """``pretrained`` of ``model_args``, else ``model_name``, of the run's results json;
+        else the folder's name when no results json is beside the file (see
+        :attr:`named_by_folder`); refused when only other runs' results are there."""
+        return self._model[0]
 
-    def read(
-        self, options: ScoreOptions, filter_names: Sequence[str] | None = None
-    ) -> SampleScores:
-        return scores_from_records(
-            list(iter_json_records(self.path)),
-            options,
-            source=str(self.path),
-            task=self.task,
-            filter_names=self.filter_names if filter_names is None else filter_names,
-        )
+    @property
+    def named_by_folder(self) -> bool:
+        """True when :attr:`model_id` is only the folder's name: callers say so."""
+        return self._model[1]
+
+    def read(self, options: ScoreOptions, filters: TaskFilters | None = None) -> SampleScores:
+        """Scores of the file; ``filters`` override the results json's (names only)."""
+        with self.named_in_errors():
+            scores = scores_from_records(
+                list(iter_json_records(self.path)),
+                options,
+                source=str(self.path),
+                task=self.task,
+                filters=self.filters if filters is None else filters,
+            )
+            self.check_count(len(scores.scores))
+        return scores
+
+    @contextmanager
+    def named_in_errors(self) -> Iterator[None]:
+        """Errors raised inside name this run: one of ours whose message names neither the
+        samples file nor its results json gets the samples file put in front."""
+        try:
+            yield
+        except (InputError, BundleError, ItemMismatchError) as exc:
+            text = str(exc)
+            named = [str(self.path)]
+            if self.results_path is not None:
+                named.append(str(self.results_path))
+            if any(name in text for name in named):
+                raise
+            raise type(exc)(f"{self.path}: {text}") from exc
+
+
+def folder_model_notes(runs: Iterable[SamplesRun]) -> list[str]:
+    """One note per folder whose samples files are named after the folder, not a results json."""
+    folders = sorted({run.path.parent for run in runs if run.named_by_folder})
+    return [
+        f"{folder}: model id {folder.name!r} is the name of the folder (no results json "
+        "beside its samples files names the model)"
+        for folder in folders
+    ]
 
 
 def read_samples_file(
@@ -165,8 +257,9 @@ def read_samples_file(
         error listing those present.
     filter
         Filter name (``strict-match``) or position (``"0"``); may be left out when the task
-        has one filter. Old-format files take names from ``configs[task].filter_list`` of the
-        ``results_*.json`` beside them, else ``filter_names``, else positions only.
+        has one filter. Old-format files take names from ``filter_names``, else from
+        ``configs[task].filter_list`` of the run's ``results_<timestamp>.json``, else
+        positions only; see :mod:`._filters` for how their lines are told apart.
     id_field
         Doc field that identifies the item (``metabench_idx``, ``mb_sub_idx``, ``doc_hash``,
         a dotted path into the doc, or ``"content_hash"``); default: the first of
@@ -182,7 +275,8 @@ def read_samples_file(
     if not path.is_file():
         raise InputError(f"{path}: samples file not found")
     options = ScoreOptions(metric, filter, id_field, id_prefix, benchmark, stratum_field)
-    return SamplesRun(path).read(options, filter_names)
+    names = TaskFilters(tuple(filter_names)) if filter_names is not None else None
+    return SamplesRun(path).read(options, names)
 
 
 # ---------------------------------------------------------------------------- run folders
@@ -250,9 +344,11 @@ def collect_samples(
     ``OUTPUT/<model_name_sanitized>/results_*.json`` + ``samples_*.jsonl``). The model id of
     a file is ``model_id`` when given (one model only), else ``pretrained`` from
     ``config.model_args`` of the results json of the same run, else its ``model_name``, else
-    the folder name. Several runs of one task for one model: the newest is used with a
-    warning (``on_duplicate="error"`` raises instead). ``tasks`` keeps only those tasks (each
-    must be found). Items are sorted by id; a model without an item gets NaN there.
+    the folder name with a warning; a file whose run's results json is missing while other
+    runs' are there is refused (their model may be another). Several runs of one task for
+    one model: the newest is used with a warning (``on_duplicate="error"`` raises instead).
+    ``tasks`` keeps only those tasks (each must be found). Items are sorted by id; a model
+    without an item gets NaN there.
 
     With ``check_content`` an item id whose doc differs between runs (different
     :func:`content_hash`) is an error: the same id would stand for two questions.
@@ -277,6 +373,9 @@ def collect_samples(
             f"({preview(sorted(folders))}): leave model_id out"
         )
     kept = newest_runs([(model_id or r.model_id, r) for r in runs], on_duplicate)
+    if model_id is None:
+        for note in folder_model_notes(run for _, run in kept):
+            warnings.warn(note, UserWarning, stacklevel=2)
     options = ScoreOptions(metric, filter, id_field, id_prefix, benchmark, stratum_field)
     per_model: dict[ModelId, list[SampleScores]] = defaultdict(list)
     for model, run in tqdm(kept, desc="reading samples", unit="file", disable=not progress):

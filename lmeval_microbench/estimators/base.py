@@ -46,6 +46,7 @@ from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
+from .missing import fit_inflation, predict_with_imputation
 
 if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
     from typing_extensions import Self
@@ -111,7 +112,11 @@ class ScoreEstimator(ABC):
 
     name: ClassVar[str] = "base"
     supports_missing: ClassVar[bool] = False
-    """Whether :meth:`estimate` accepts ``allow_missing=True`` (IRT-based estimators)."""
+    """Whether :meth:`fit` can use source models with unscored subset items (IRT-based)."""
+    imputation_params_: ItemParams | None = None
+    """IRT parameters of the subset items for ``allow_missing`` (see :meth:`with_imputation`)."""
+    missing_inflation_: dict[str, list[float]] | None = None
+    """How much the imputation spread understates its error (:meth:`calibrate_missing`)."""
 
     def __init__(
         self,
@@ -330,12 +335,53 @@ class ScoreEstimator(ABC):
         se = self._head_se(self.head_, features, feature_se)
         return value, np.clip(value - half, 0.0, 1.0), np.clip(value + half, 0.0, 1.0), se
 
+    def with_imputation(self, params: ItemParams | None) -> Self:
+        """Let ``allow_missing`` impute unscored items from ``params`` (the bundle's IRT fit).
+
+        Returns ``self``. Parameters that do not cover every subset item are ignored.
+        """
+        if params is not None and set(self.item_ids_) <= set(params.item_ids):
+            self.imputation_params_ = params.subset(list(self.item_ids_))
+        return self
+
+    def calibrate_missing(self, source: ResponseMatrix, seed: int = 0) -> Self:
+        """Measure on the source models how much wider partial-run intervals must be.
+
+        Needs imputation parameters (:meth:`with_imputation`); see
+        :func:`.missing.fit_inflation`. Returns ``self``; the factors are saved in the state.
+        """
+        params = self._imputation_params()
+        if params is None:
+            raise InputError(f"{self.name}: calibrate_missing needs IRT parameters of the subset")
+        values = source.values[:, source.item_positions(self.item_ids_)]
+        self.missing_inflation_ = fit_inflation(self, params, values, seed) or None
+        return self
+
+    def _imputation_params(self) -> ItemParams | None:
+        """IRT parameters to impute unscored subset items from, None when there are none."""
+        return self.imputation_params_
+
+    @property
+    def imputes_missing(self) -> bool:
+        """Whether ``allow_missing=True`` can be honoured (IRT parameters of the subset known)."""
+        return self._imputation_params() is not None
+
     def _check_missing(self, allow_missing: bool) -> None:
-        if allow_missing and not self.supports_missing:
+        if allow_missing and not self.imputes_missing:
             raise InputError(
-                f"{self.name}: allow_missing=True needs an IRT-based estimator; "
-                f"{self.name!r} needs a score on every subset item"
+                f"{self.name}: allow_missing=True imputes unscored items from IRT parameters "
+                "of the subset items, and this estimator has none (a bundle built without an "
+                "IRT fit); score every subset item instead"
             )
+
+    def _predict_partial(
+        self, values: np.ndarray, level: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_predict`, with rows that lack scores imputed (see :mod:`.missing`)."""
+        params = self._imputation_params()
+        if params is None or not np.isnan(values).any():
+            return self._predict(values, level)
+        return predict_with_imputation(self, params, values, level)
 
     def estimate(
         self, scores: Mapping[ItemId, float], *, level: float = 0.9, allow_missing: bool = False
@@ -343,8 +389,8 @@ class ScoreEstimator(ABC):
         """Estimate one model's full score from its scores keyed by item id.
 
         Ids outside the subset are ignored. A missing subset item raises
-        :class:`ItemMismatchError` naming it (IRT-based estimators skip missing items with
-        ``allow_missing=True``); NaN or scores outside [0, 1] raise :class:`InputError`.
+        :class:`ItemMismatchError` naming it (with ``allow_missing=True`` missing items are
+        imputed, see :mod:`.missing`); NaN or scores outside [0, 1] raise :class:`InputError`.
         """
         self._check_fitted()
         self._check_missing(allow_missing)
@@ -365,7 +411,7 @@ class ScoreEstimator(ABC):
             raise ItemMismatchError(
                 f"{self.name}: none of the {len(self.item_ids_)} subset items was scored"
             )
-        value, lower, upper, se = self._predict(row, level)
+        value, lower, upper, se = self._predict_partial(row, level)
         return Estimate(float(value[0]), float(lower[0]), float(upper[0]), level, float(se[0]))
 
     def estimate_matrix(
@@ -398,7 +444,7 @@ class ScoreEstimator(ABC):
             raise ItemMismatchError(
                 f"{self.name}: models with no subset item scored: {_preview(models)}"
             )
-        value, lower, upper, se = self._predict(values, level)
+        value, lower, upper, se = self._predict_partial(values, level)
         return (value, lower, upper, se) if return_se else (value, lower, upper)
 
     # ------------------------------------------------------------------ state
@@ -417,6 +463,8 @@ class ScoreEstimator(ABC):
             "n_source": self.n_source_,
             "cv_mae": self.cv_mae_,
         }
+        if self.missing_inflation_:
+            state["missing_inflation"] = self.missing_inflation_
         json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
         return state
 
@@ -451,8 +499,26 @@ class ScoreEstimator(ABC):
             estimator.band_ = ConformalBand.from_dict(state["band"])
             estimator.n_source_ = int(state["n_source"])
             estimator.cv_mae_ = float(state["cv_mae"])
+            estimator.missing_inflation_ = _inflation_state(state.get("missing_inflation"), name)
         except KeyError as exc:
             raise InputError(f"{name}: estimator state lacks field {exc.args[0]!r}") from exc
         except TypeError as exc:  # parameters of another version of the class
             raise InputError(f"{name}: estimator state has unknown parameters ({exc})") from exc
         return estimator
+
+
+def _inflation_state(value: Any, name: str) -> dict[str, list[float]] | None:
+    """The saved partial-run inflation curves, checked: equal lengths, finite factors >= 1."""
+    if value is None:
+        return None
+    try:
+        curves = {key: [float(v) for v in value[key]] for key in ("fractions", "first", "random")}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            f"{name}: estimator state has a malformed missing_inflation ({exc})"
+        ) from exc
+    sizes = {len(v) for v in curves.values()}
+    factors = curves["first"] + curves["random"]
+    if len(sizes) != 1 or not all(math.isfinite(f) and f >= 1.0 for f in factors):
+        raise InputError(f"{name}: estimator state has a malformed missing_inflation")
+    return curves

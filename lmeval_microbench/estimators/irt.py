@@ -17,8 +17,8 @@ correct answer on every item of the source matrix:
 
 Each raw estimate then goes through the linear calibration of the base class, because the
 source matrix may hold only part of the benchmark (see ``base``). Missing subset scores are
-allowed with ``allow_missing=True``: the ability comes from the observed items and the missing
-ones are predicted like unseen items.
+allowed with ``allow_missing=True``: they are imputed from these item parameters (see
+``missing``), as for every estimator.
 """
 
 from __future__ import annotations
@@ -118,6 +118,10 @@ class _IRTBased(ScoreEstimator):
 
     def _feature_state(self) -> dict[str, Any]:
         return {"params": self.params_.to_dict()}
+
+    def _imputation_params(self) -> ItemParams | None:
+        """The estimator's own fit covers the subset: it imputes without a bundle's help."""
+        return self.imputation_params_ or self.params_.subset(list(self.item_ids_))
 
     def _load_feature_state(self, state: dict[str, Any]) -> None:
         self.params_ = ItemParams.from_dict(state["params"])

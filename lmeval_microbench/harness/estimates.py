@@ -9,8 +9,9 @@ documents are loaded) and joins the scores to its items by id.
 Missing items (``--limit``, a crashed shard) are not papered over. By default the estimate is
 NaN and a warning says how many items lack a score: the estimators and their intervals were
 calibrated on models scored on every subset item. With ``allow_missing`` (lm-eval
-``--metadata '{"microbench_allow_missing": true}'``) an IRT-based estimator skips the missing
-items and a warning names the count and says the interval is then too narrow.
+``--metadata '{"microbench_allow_missing": true}'``) the missing scores are imputed from the
+bundle's IRT parameters (``estimators.missing``): the interval widens with the share missing,
+and a warning names the count.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class EstimateOptions:
     """How a bundle's estimate is computed in a run (set from lm-eval ``--metadata``).
 
     ``estimator`` None means the bundle's default estimator; ``level`` is the nominal coverage
-    of the interval; ``allow_missing`` lets an IRT-based estimator skip unscored items.
+    of the interval; ``allow_missing`` imputes unscored items from the bundle's IRT fit.
     """
 
     estimator: str | None = None
@@ -77,8 +78,8 @@ def register_bundle(bundle: Bundle, options: EstimateOptions | None = None) -> N
     Registering the same bundle again (lm-eval builds tasks more than once) only updates the
     options; a *different* bundle under a name already taken is an error, since the scores of
     a run could then be joined to the wrong items. Options the bundle cannot honour (an
-    estimator it does not store, ``allow_missing`` with one that needs every item) are
-    refused here, before any model runs.
+    estimator it does not store, ``allow_missing`` without IRT parameters to impute from)
+    are refused here, before any model runs.
     """
     options = options or EstimateOptions()
     check_level(options.level)
@@ -90,11 +91,11 @@ def register_bundle(bundle: Bundle, options: EstimateOptions | None = None) -> N
         )
     entry = _Entry(bundle, options, known.estimators if known is not None else {})
     fitted = _fitted(entry)  # BundleError naming the stored estimators if unknown
-    if options.allow_missing and not fitted.supports_missing:
+    if options.allow_missing and not fitted.imputes_missing:
         able = [e.name for e in bundle.estimators if ESTIMATORS[e.name].supports_missing]
         raise InputError(
-            f"bundle {bundle.name!r}: microbench_allow_missing needs an IRT-based estimator; "
-            f"{fitted.name!r} needs a score on every subset item"
+            f"bundle {bundle.name!r}: microbench_allow_missing imputes unscored items from IRT "
+            f"parameters, and neither the bundle nor estimator {fitted.name!r} has them"
             + (
                 f" (this bundle also stores {able}: pick one with microbench_estimator)"
                 if able
@@ -198,8 +199,8 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
         logger.warning(
             "bundle %r: %d of %d subset items have no score (e.g. %s; was --limit used?): the "
             "full-benchmark estimate needs every item and is reported as NaN. Run without "
-            "--limit, or pass --metadata '{\"microbench_allow_missing\": true}' to let an "
-            "IRT-based estimator skip them.",
+            "--limit, or pass --metadata '{\"microbench_allow_missing\": true}' to impute "
+            "them (the interval widens accordingly).",
             bundle.name,
             len(missing),
             bundle.budget,
@@ -208,14 +209,14 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
         return result
     if missing:
         logger.warning(
-            "bundle %r: estimating from %d of %d subset items (%d missing) with estimator %r: "
-            "its interval was calibrated on all %d items and is too narrow now.",
+            "bundle %r: estimating from %d of %d subset items with estimator %r; the %d "
+            "missing scores are imputed from the IRT model and the interval is widened for "
+            "them.",
             bundle.name,
             len(scores),
             bundle.budget,
-            len(missing),
             fitted.name,
-            bundle.budget,
+            len(missing),
         )
     estimate = fitted.estimate(scores, level=options.level, allow_missing=bool(missing))
     return RunEstimate(bundle.name, fitted.name, len(scores), bundle.budget, estimate)

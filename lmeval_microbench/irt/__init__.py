@@ -1,6 +1,6 @@
 """Item response theory: item parameters, model fitting and ability estimation."""
 
-from .ability import estimate_abilities, estimate_ability
+from .ability import estimate_abilities, estimate_ability, posterior_draws
 from .fit import IRTModel, fit_with_constant_items
 from .params import MODEL_TYPES, ItemParams
 
@@ -11,4 +11,5 @@ __all__ = [
     "estimate_abilities",
     "estimate_ability",
     "fit_with_constant_items",
+    "posterior_draws",
 ]

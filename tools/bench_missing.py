@@ -1,0 +1,181 @@
+"""Partial runs on held-out leaderboard models: is an estimate from fewer items still right?
+
+A run cut short, or lm-eval ``--limit k`` (which keeps the first ``k`` documents of a task,
+here the first ``k`` items of the bundle), leaves subset items unscored. With
+``allow_missing`` the estimators impute them from the bundle's IRT fit
+(``lmeval_microbench.estimators.missing``). This script measures, for each Open LLM
+Leaderboard v1 benchmark and the shipped recipe (``bench/defaults.json``) plus the
+IRT-based ``calibrated`` estimator:
+
+1. a bundle is built on a random 80 % of the models (selection, IRT, estimators);
+2. the other 20 % are estimated from all subset items, from the first ``k`` items
+   (``--limit k``) and from ``k`` items drawn at random per model, for ``k`` = 10, half the
+   subset and all but one;
+3. per case: MAE, bias and RMSE against the true full-benchmark score (points), the share of
+   models whose 90 % interval holds the truth, and the mean interval width.
+
+Writes ``bench/missing.json`` and ``bench/missing.md``. Run::
+
+    python tools/bench_missing.py --shared ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_reliability import load_openllm
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
+from lmeval_microbench.build import build_bundle
+from lmeval_microbench.estimators.missing import N_DRAWS, keep_pattern
+from lmeval_microbench.reconstruct import bundle_estimator
+from lmeval_microbench.reliability import random_splits
+from lmeval_microbench.responses import ResponseMatrix
+
+BENCHMARKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
+LEVEL = 0.9
+
+
+def drop_patterns(n_items: int) -> list[tuple[str, int]]:
+    """(kind, items kept): everything, then first-k and random-k for 10, half, all but one."""
+    kept = sorted({min(10, n_items - 1), n_items // 2, n_items - 1})
+    return [("all", n_items)] + [(kind, k) for k in kept for kind in ("first", "random")]
+
+
+def case_record(
+    truth: np.ndarray, value: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> dict[str, float]:
+    error = (value - truth) * 100
+    return {
+        "mae": float(np.mean(np.abs(error))),
+        "bias": float(np.mean(error)),
+        "rmse": float(np.sqrt(np.mean(error**2))),
+        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "width": float(np.mean(upper - lower) * 100),
+    }
+
+
+def run_benchmark(
+    data: Path, benchmark: str, recipe: dict[str, Any], seed: int, max_targets: int | None
+) -> list[dict[str, Any]]:
+    matrix, truth, _ = load_openllm(data / "openllm_v1", benchmark)
+    split = next(random_splits(matrix, truth, repeats=1, seed=seed))
+    estimators = list(dict.fromkeys([recipe["estimator"], "calibrated"]))
+    bundle = build_bundle(
+        split.source,
+        split.source_truth,
+        name=f"missing-{benchmark}",
+        benchmark=benchmark,
+        method=recipe["method"],
+        budget=int(recipe["budget"]),
+        seed=seed,
+        estimators=estimators,
+        default_estimator=recipe["estimator"],
+    )
+    target, target_truth = split.target, split.target_truth
+    if max_targets is not None and target.n_models > max_targets:
+        keep = list(target.model_ids[:max_targets])
+        target, target_truth = target.select_models(keep), target_truth[:max_targets]
+    values = target.values[:, target.item_positions(bundle.item_ids)]
+    records = []
+    rng = np.random.default_rng(seed)
+    for kind, keep in drop_patterns(bundle.budget):
+        partial = values if kind == "all" else keep_pattern(values, kind, keep, rng)
+        matrix_part = ResponseMatrix(partial, target.model_ids, bundle.item_ids, source=benchmark)
+        for name in estimators:
+            fitted = bundle_estimator(bundle, name)
+            started = time.perf_counter()
+            value, lower, upper = fitted.estimate_matrix(
+                matrix_part, level=LEVEL, allow_missing=kind != "all"
+            )
+            seconds = time.perf_counter() - started
+            records.append(
+                {
+                    "benchmark": benchmark,
+                    "recipe": f"{recipe['method']} {bundle.budget}",
+                    "estimator": name,
+                    "pattern": kind,
+                    "items_kept": keep,
+                    "items_in_bundle": bundle.budget,
+                    "n_models": int(target.n_models),
+                    "ms_per_model": 1000 * seconds / target.n_models,
+                    **case_record(target_truth, value, lower, upper),
+                }
+            )
+    return records
+
+
+def markdown(records: list[dict[str, Any]], config: dict[str, Any]) -> str:
+    lines = [
+        "# Partial runs: estimates when subset items are missing",
+        "",
+        f"Generated by `{config['command']}` ({config['finished']}, {config['seconds']:.0f} s).",
+        "",
+        "Each benchmark's shipped recipe (and `calibrated`) is built on a random 80 % of the "
+        "leaderboard models; the other 20 % are estimated from every subset item (`all`), from "
+        "the first k items (`first`, what `lm-eval --limit k` keeps) and from k random items "
+        "per model (`random`). Missing scores are imputed from the bundle's IRT fit "
+        f"({N_DRAWS} draws per model, Rubin's rule for the interval). MAE, bias, RMSE and "
+        "width in points of the full benchmark; coverage of the 90 % interval.",
+        "",
+        "| benchmark | recipe | estimator | pattern | items | MAE | bias | RMSE | coverage "
+        "| width | ms/model |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['benchmark']} | {r['recipe']} | {r['estimator']} | {r['pattern']} | "
+            f"{r['items_kept']}/{r['items_in_bundle']} | {r['mae']:.2f} | {r['bias']:+.2f} | "
+            f"{r['rmse']:.2f} | {r['coverage']:.2f} | {r['width']:.1f} | "
+            f"{r['ms_per_model']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shared", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--defaults", type=Path, default=Path("bench/defaults.json"))
+    parser.add_argument("--out", type=Path, default=Path("bench"), help="folder for the report")
+    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-targets", type=int, default=None, help="estimate at most this many held-out models"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    defaults = json.loads(args.defaults.read_text())["benchmarks"]
+    started = time.perf_counter()
+    records: list[dict[str, Any]] = []
+    for benchmark in tqdm(args.benchmarks.split(","), desc="benchmarks"):
+        records += run_benchmark(
+            args.shared, benchmark, defaults[benchmark], args.seed, args.max_targets
+        )
+    config = {
+        "command": " ".join(["python tools/bench_missing.py", *(argv or sys.argv[1:])]),
+        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": time.perf_counter() - started,
+        "draws": N_DRAWS,
+        "level": LEVEL,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "missing.json", {"config": config, "records": records})
+    write_text_if_changed(args.out / "missing.md", markdown(records, config))
+    print(markdown(records, config))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
