@@ -166,27 +166,6 @@ SHARED_DATA = Path(
 FAILING_TODAY: dict[str, str] = {
     # Test id -> what fails (reproductions in out/fuzz_findings.md). Each listed test is a
     # strict xfail: delete its line once the reader is fixed (a fixed one fails as XPASS).
-    "test_matrix_roundtrip": "CSV matrix model ids re-typed by pandas ('NA' -> no id, '007')",
-    "test_matrix_csv_cell_mutations": "blank CSV header read as item 'Unnamed: N'",
-    "test_scores_roundtrip": "read_scores re-types model ids ('NA' -> NaN, '007' -> '7.0')",
-    "test_scores_byte_mutations": "read_scores lets pandas/pyarrow errors through",
-    "test_bundle_estimator_after_load": "estimator state named by an object: TypeError on load",
-    "test_joint_json_mutations": "load_joint: RecursionError/AttributeError/OverflowError",
-    "test_known_defect[scores-missing-file]": "read_scores: FileNotFoundError",
-    "test_known_defect[scores-empty-csv]": "read_scores: pandas EmptyDataError",
-    "test_known_defect[scores-not-utf8]": "read_scores: UnicodeDecodeError",
-    "test_known_defect[scores-ragged-csv]": "read_scores: pandas ParserError",
-    "test_known_defect[scores-not-parquet]": "read_scores: pyarrow ArrowInvalid",
-    "test_known_defect[scores-text-ids]": "read_scores: model ids '007' -> '7.0', 'NA' -> NaN",
-    "test_known_defect[matrix-empty-header]": "CSV blank header read as item 'Unnamed: 2'",
-    "test_known_defect[matrix-text-model-ids]": "CSV model ids re-typed ('NA' -> no id)",
-    "test_known_defect[matrix-parquet-meta-deep]": "parquet metadata: RecursionError",
-    "test_known_defect[bundle-surrogate]": "bundle.json with \\ud800: UnicodeEncodeError",
-    "test_known_defect[bundle-state-name-object]": "estimator state name an object: TypeError",
-    "test_known_defect[joint-deep]": "load_joint: RecursionError",
-    "test_known_defect[joint-cv-mae-list]": "load_joint: AttributeError",
-    "test_known_defect[joint-huge-int]": "load_joint: OverflowError",
-    "test_known_defect[joint-estimate-after-load]": "joint state loads, estimate() ValueError",
 }
 
 

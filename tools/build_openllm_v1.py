@@ -76,7 +76,7 @@ DEFAULT_CHOICES = REPO / "bench" / "defaults.json"
 """Method, estimator and budget per benchmark, as tools/bench_reliability.py chose them."""
 
 FALLBACK_ESTIMATOR = DEFAULT_ESTIMATOR
-"""Stored beside each default: IRT-based, so ``microbench_allow_missing`` runs can use it."""
+"""Stored beside each default: the IRT-based alternative (``microbench_estimator``)."""
 
 SEED = 0
 
@@ -526,10 +526,9 @@ models).
 * The items load from `*/items.jsonl` beside each `bundle.json`: no download, and a changed
   document fails its content hash.
 * `--limit` leaves items unscored: the estimate is then NaN with a warning, unless
-  `--metadata '{{"microbench_allow_missing": true, "microbench_estimator": "calibrated"}}'`
-  lets the IRT-based estimator every bundle also stores skip them (its interval is then too
-  narrow). `microbench_estimator` and `microbench_level` pick another stored estimator and
-  level.
+  `--metadata '{{"microbench_allow_missing": true}}'` imputes them from the bundle's IRT fit,
+  with an interval widened for them (error and coverage by items kept: `bench/missing.md`).
+  `microbench_estimator` and `microbench_level` pick another stored estimator and level.
 * The estimates target the micro-averaged benchmark score: for mmlu the mean over items (the
   leaderboard averaged subjects), for truthfulqa mc1 (the leaderboard showed mc2).
 * Prompts and continuations are the leaderboard's; the tokenisation of context and

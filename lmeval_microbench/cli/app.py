@@ -41,10 +41,17 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: one-line errors for expected failures, tracebacks with MICROBENCH_DEBUG=1."""
+    """Entry point: one-line errors for expected failures, tracebacks with MICROBENCH_DEBUG=1.
+
+    Ctrl-C is one line and exit status 130; outputs are written atomically, so an
+    interrupted command leaves nothing half-written.
+    """
     args = make_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"microbench {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (MicrobenchError, FileNotFoundError) as exc:
         if os.environ.get("MICROBENCH_DEBUG"):
             raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,15 +119,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build; Ctrl-C is one line and exit status 130 (bundle writes leave nothing half-done)."""
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("microbench build: interrupted", file=sys.stderr)
-        return 130
-
-
-def _run(args: argparse.Namespace) -> int:
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 

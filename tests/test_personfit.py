@@ -1,0 +1,182 @@
+"""Person fit: l_z / l_z*, the guessing test and the widened interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lmeval_microbench import personfit as pf
+from lmeval_microbench._types import Estimate
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.irt import ItemParams
+
+N_ITEMS = 30
+
+
+def _params(n: int = N_ITEMS, n_dims: int = 1, slope: float = 1.5) -> ItemParams:
+    """Items from easy (d = 2.5) to hard (d = -2.5), equal slopes."""
+    ids = tuple(f"i{k}" for k in range(n))
+    a = np.full((n, n_dims), slope / np.sqrt(n_dims))
+    return ItemParams(ids, a, np.linspace(2.5, -2.5, n), np.zeros(n), np.ones(n))
+
+
+def _simulate(params: ItemParams, theta: np.ndarray, seed: int) -> np.ndarray:
+    p = params.probability(theta)
+    return (np.random.default_rng(seed).random(p.shape) < p).astype(np.float64)
+
+
+def test_lz_is_the_textbook_formula_at_a_given_ability():
+    params = _params(5)
+    ids = list(params.item_ids)
+    y = np.array([[1.0, 1.0, 0.0, 1.0, 0.0]])
+    theta = np.array([[0.3]])
+    p = params.probability(theta)[0]
+    l0 = np.sum(y[0] * np.log(p) + (1 - y[0]) * np.log(1 - p))
+    mean = np.sum(p * np.log(p) + (1 - p) * np.log(1 - p))
+    var = np.sum(p * (1 - p) * np.log(p / (1 - p)) ** 2)
+    expected = (l0 - mean) / np.sqrt(var)
+    got = pf.lz(params, y, ids, corrected=False, theta=theta)
+    assert got[0] == pytest.approx(expected, rel=1e-10)
+
+
+def test_guttman_pattern_fits_and_its_reverse_does_not():
+    params = _params()
+    ids = list(params.item_ids)
+    guttman = np.zeros(N_ITEMS)
+    guttman[:15] = 1.0  # the 15 easiest right
+    reversed_ = guttman[::-1].copy()  # the 15 hardest right
+    for corrected in (False, True):
+        stats = pf.lz(params, np.vstack([guttman, reversed_]), ids, corrected=corrected)
+        assert stats[0] > 0.5
+        assert stats[1] < -5
+
+
+def test_lz_star_is_near_standard_normal_for_conforming_models():
+    params = _params(40)
+    theta = np.random.default_rng(0).standard_normal((3000, 1))
+    values = _simulate(params, theta, seed=1)
+    stats = pf.lz(params, values, list(params.item_ids))
+    finite = stats[np.isfinite(stats)]
+    assert finite.size > 2900
+    assert abs(finite.mean()) < 0.15
+    assert 0.8 < finite.std() < 1.2
+    assert np.mean(finite < pf.DEFAULT_LZ_THRESHOLD) < 0.08
+
+
+def test_missing_scores_are_left_out():
+    params = _params()
+    ids = list(params.item_ids)
+    values = _simulate(params, np.array([[0.2], [-0.7]]), seed=2)
+    holed = values.copy()
+    holed[:, [3, 11, 20]] = np.nan
+    keep = [k for k in range(N_ITEMS) if k not in (3, 11, 20)]
+    full = pf.lz(params, values[:, keep], [ids[k] for k in keep])
+    assert np.allclose(pf.lz(params, holed, ids), full)
+    test_holed = pf.guessing_test(params, holed, ids, 0.25, n_simulations=200)
+    test_kept = pf.guessing_test(
+        params, values[:, keep], [ids[k] for k in keep], 0.25, n_simulations=200
+    )
+    assert np.allclose(test_holed.log_ratio, test_kept.log_ratio)
+    one = np.full((1, N_ITEMS), np.nan)
+    one[0, 0] = 1.0
+    assert np.isnan(pf.lz(params, one, ids)[0])
+
+
+def test_random_responders_are_flagged_and_ordinary_ones_are_not():
+    params = _params()
+    ids = list(params.item_ids)
+    rng = np.random.default_rng(3)
+    random_answers = (rng.random((300, N_ITEMS)) < 0.25).astype(np.float64)
+    ordinary = _simulate(params, rng.normal(0.5, 1.0, (300, 1)), seed=4)
+    source = _simulate(params, rng.normal(0.5, 1.0, (2000, 1)), seed=5)
+    threshold = pf.calibrate_lz_threshold(params, source, ids, false_alarm=0.05)
+    fits_random = pf.person_fit(
+        params, random_answers, ids, 0.25, lz_threshold=threshold, n_simulations=500
+    )
+    fits_ordinary = pf.person_fit(
+        params, ordinary, ids, 0.25, lz_threshold=threshold, n_simulations=500
+    )
+    assert np.mean([f.guessing for f in fits_random]) > 0.95
+    assert np.mean([f.flagged for f in fits_random]) > 0.95
+    assert all("guessing" in f.reason for f in fits_random if f.guessing)
+    assert np.mean([f.misfit for f in fits_ordinary]) < 0.10
+    assert np.mean([f.guessing for f in fits_ordinary]) < 0.10
+    assert all(f.reason == "" for f in fits_ordinary if not f.flagged)
+
+
+def test_guessing_p_value_is_uniform_ish_under_guessing():
+    params = _params()
+    ids = list(params.item_ids)
+    answers = (np.random.default_rng(6).random((400, N_ITEMS)) < 0.5).astype(np.float64)
+    test = pf.guessing_test(params, answers, ids, 0.5, n_simulations=1000, seed=7)
+    assert 0.02 < np.mean(test.p_value < 0.1) < 0.2
+    assert np.all((test.posterior >= 0) & (test.posterior <= 1))
+
+
+def test_per_item_chance_and_multidimensional_items():
+    params = _params(n_dims=2)
+    ids = list(params.item_ids)
+    chance = np.linspace(0.2, 0.5, N_ITEMS)
+    answers = (np.random.default_rng(8).random((50, N_ITEMS)) < chance).astype(np.float64)
+    fits = pf.person_fit(params, answers, ids, chance, n_simulations=300)
+    assert np.mean([f.guessing for f in fits]) > 0.9
+    assert all(np.isfinite(f.lz) for f in fits)
+
+
+def test_widening_reaches_chance_only_when_guessing():
+    estimate = Estimate(0.517, 0.465, 0.570, 0.9, 0.03)
+    guess = pf.PersonFit(-3.0, -2.0, 0.4, 0.9, 0.01, 25, True, True, "looks like guessing")
+    wide, note = pf.widen_for_fit(estimate, guess, 0.25)
+    assert (wide.value, wide.lower, wide.upper) == (0.517, 0.25, 0.570)
+    assert "chance-level score 25.0" in note and "guessing" in note
+    above = Estimate(0.10, 0.05, 0.2)
+    wide, _ = pf.widen_for_fit(above, guess, 0.25)
+    assert (wide.lower, wide.upper) == (0.05, 0.25)
+    misfit = pf.PersonFit(-3.0, -2.0, 0.001, 0.0, 0.01, 25, True, False, "unlike the source")
+    same, note = pf.widen_for_fit(estimate, misfit, 0.25)
+    assert same == estimate and note == "unlike the source"
+    fine = pf.PersonFit(0.1, -2.0, 0.001, 0.0, 0.01, 25, False, False, "")
+    assert pf.widen_for_fit(estimate, fine, 0.25) == (estimate, "")
+    with pytest.raises(InputError):
+        pf.widen_for_fit(estimate, fine, 1.5)
+
+
+def test_bad_inputs_are_refused():
+    params = _params(3)
+    ids = list(params.item_ids)
+    with pytest.raises(InputError):
+        pf.chance_vector([0.2, 0.3], 3)
+    with pytest.raises(InputError):
+        pf.chance_vector(1.0, 3)
+    assert pf.chance_vector(0.0, 3).min() == pf.CHANCE_FLOOR
+    with pytest.raises(InputError):
+        pf.person_fit(params, np.ones((1, 3)), ids, 0.25, alpha=0.0)
+    with pytest.raises(InputError):
+        pf.calibrate_lz_threshold(params, np.ones((5, 3)), ids)
+
+
+def test_population_floor_uses_the_weakest_models():
+    values = np.array([[1, 0], [0, 0], [1, 1], [1, 1]], dtype=float)
+    truth = np.array([0.5, 0.0, 0.9, 0.8])
+    assert np.allclose(pf.population_floor(values, truth, share=0.5), [0.5, 0.0])
+
+
+def test_a_random_responder_on_the_shipped_hellaswag_bundle(shared_data):
+    """Issue 12.3: a 7-of-25 random answerer was estimated at 51.7 [46.5, 57.0] (chance 25)."""
+    from lmeval_microbench.bundle import load_bundle
+    from lmeval_microbench.harness import include_path
+    from lmeval_microbench.reconstruct import bundle_estimator
+
+    bundle = load_bundle(include_path() / "openllm_v1" / "hellaswag")
+    ids = list(bundle.item_ids)
+    rng = np.random.default_rng(9)
+    answers = (rng.random((40, len(ids))) < 0.25).astype(np.float64)
+    fits = pf.person_fit(bundle.irt, answers, ids, 0.25, n_simulations=500)
+    estimator = bundle_estimator(bundle, None)
+    contains = []
+    for row, fit in zip(answers, fits, strict=True):
+        estimate = estimator.estimate(dict(zip(ids, row, strict=True)))
+        wide, _ = pf.widen_for_fit(estimate, fit, 0.25)
+        contains.append(wide.lower <= 0.25 <= wide.upper)
+    assert np.mean([f.flagged for f in fits]) >= 0.95
+    assert np.mean(contains) >= 0.95
