@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._json import read_json
 from ._types import Estimate, ItemId, ModelId
 from .bundle import Bundle
 from .collect import (
@@ -413,23 +412,10 @@ def _find_joints(index: BundleIndex) -> list[Path]:
 
 
 def load_joint(path: str | os.PathLike[str]) -> Any:
-    """A fitted joint estimator from its JSON state (no pickles).
+    """A fitted joint estimator from its sealed JSON state (see :func:`.joint.load_state`)."""
+    from .joint import load_state
 
-    The state is a file we write (``JointEstimator.to_state`` refuses NaN), so it is parsed
-    strictly with NaN refused too.
-    """
-    from .joint import JointEstimator
-
-    path = Path(path)
-    try:
-        state = read_json(path, allow_nan=False)
-    except InputError as exc:
-        reason = str(exc).removeprefix(f"{path}: ")
-        raise InputError(f"{path}: cannot read the joint estimator state ({reason})") from exc
-    try:
-        return JointEstimator.from_state(state)
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from exc
+    return load_state(path)
 
 
 def _joint_bundles(joint: Any, index: BundleIndex) -> dict[str, Bundle]:

@@ -40,10 +40,11 @@ import numpy as np
 import pandas as pd
 
 from ._io import SEAL_KEY, seal_holds
+from ._json import read_json
 from ._text import preview as _preview
 from ._types import Estimate, ItemId
 from .build import fit_source_irt
-from .errors import InputError, ItemMismatchError
+from .errors import InputError, ItemMismatchError, MicrobenchError
 from .estimators import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
 from .estimators._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
 from .estimators.base import MIN_SOURCE_MODELS, checked_score, fold_labels
@@ -679,7 +680,29 @@ class JointEstimator:
         except (ValueError, AttributeError, OverflowError) as exc:  # wrong types, ragged arrays
             raise InputError(f"joint: estimator state is malformed ({exc})") from exc
         estimator._check_head_shapes()
+        estimator._probe()
         return estimator
+
+    def _probe(self) -> None:
+        """Estimate one model (every other subset item right): a state whose parts do not fit
+        together (a base state short of a field, a vector one entry short) fails here, when
+        it is loaded, and not in the middle of a reconstruction."""
+        scores = {item: float(k % 2) for k, item in enumerate(self.subset_item_ids)}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.estimate(scores)
+        except (
+            MicrobenchError,
+            ValueError,
+            TypeError,
+            IndexError,
+            KeyError,
+            ArithmeticError,
+        ) as exc:
+            raise InputError(
+                f"joint: estimator state is unusable ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def _check_head_shapes(self) -> None:
         """The head's arrays must fit the features and outputs (else estimates fail later)."""
@@ -709,9 +732,10 @@ def load_state(path: str | os.PathLike[str]) -> JointEstimator:
     """
     path = Path(path)
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(f"{path}: cannot read the joint estimator state ({exc})") from exc
+        state = read_json(path)
+    except InputError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+        raise InputError(f"{path}: cannot read the joint estimator state ({reason})") from exc
     if not isinstance(state, dict) or SEAL_KEY not in state:
         raise InputError(f"{path}: the joint estimator state has no checksum; write it again")
     try:

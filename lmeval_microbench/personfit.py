@@ -11,8 +11,9 @@ interval can widen to what can honestly be said.
     estimated from the same answers so that it is close to N(0, 1) even on 25 items. Large
     negative values mean the pattern is less likely than the model's own ability predicts:
     hard items right and easy items wrong, near-random answering, a model far outside the
-    source range. The threshold is calibrated on source models (:func:`calibrate_lz_threshold`)
-    so that a chosen share of ordinary models (5 %) is flagged.
+    source range. The threshold is calibrated on source models (:func:`calibrate_lz_threshold`):
+    their 4 % quantile flags about 5 % of new ordinary models (source models shaped the IRT
+    fit and fit it a little better; see ``bench/personfit.md``).
 ``guessing_test``
     Likelihood ratio of the answers under the IRT model (marginal over the ability prior)
     against answering at chance (each item right with probability ``chance``, e.g. 1 / number

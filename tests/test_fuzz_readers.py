@@ -53,6 +53,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from lmeval_microbench._io import seal_json
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle import ITEMS_FILE, load_bundle, load_items, save_bundle
 from lmeval_microbench.collect import (
@@ -1190,13 +1191,24 @@ def joint_template() -> dict[str, Any]:
         subsets[b] = Subset(tuple(ids[:4]), np.full(4, 0.25), "random")
     joint = quiet(lambda: JointEstimator(base_estimator="ridge").fit(sources, subsets, targets))
     scores = {i: float(k % 2) for k, i in enumerate(joint.subset_item_ids)}
-    state = json.loads(json.dumps(joint.state_dict()))
+    state = json.loads(json.dumps(seal_json(joint.state_dict())))
     return {
         "joint": joint,
         "state": state,
         "scores": scores,
         "expected": joint_numbers(joint, scores),
     }
+
+
+def resealed(tree: Any) -> Any:
+    """A mutated joint state sealed again, so that the mutation reaches the checks behind the
+    checksum (an unsealed or stale one is refused before them)."""
+    if not isinstance(tree, dict):
+        return tree
+    try:
+        return seal_json(tree)
+    except (TypeError, ValueError, UnicodeEncodeError):
+        return tree
 
 
 def joint_numbers(joint: Any, scores: dict[str, float]) -> dict[str, tuple[float, float, float]]:
@@ -1220,7 +1232,7 @@ def test_joint_json_mutations(joint_template: dict[str, Any], ops: list, fields:
     """Property 1 for ``hook.load_joint`` on field-level mutations of joint.json."""
     with case_dir() as tmp:
         path = tmp / "fuzzjoint.json"
-        tree = mutate_fields(mutate_json(joint_template["state"], ops), fields)
+        tree = resealed(mutate_fields(mutate_json(joint_template["state"], ops), fields))
         path.write_text(dump_json(tree), encoding="utf-8")
         read_clean(lambda: load_joint(path), path.name, case=(ops, fields))
 
@@ -1245,7 +1257,7 @@ def test_joint_estimate_after_load(joint_template: dict[str, Any], ops: list, fi
     that did not check what it read."""
     with case_dir() as tmp:
         path = tmp / "fuzzjoint.json"
-        tree = mutate_fields(mutate_json(joint_template["state"], ops), fields)
+        tree = resealed(mutate_fields(mutate_json(joint_template["state"], ops), fields))
         path.write_text(dump_json(tree), encoding="utf-8")
         try:
             with warnings.catch_warnings():
@@ -1268,7 +1280,8 @@ def test_joint_reorder(joint_template: dict[str, Any], rnd: random.Random) -> No
     mapping in another order) gives the same estimates."""
     with case_dir() as tmp:
         path = tmp / "joint.json"
-        path.write_text(json.dumps(shuffle_keys(joint_template["state"], rnd)), encoding="utf-8")
+        shuffled = shuffle_keys(joint_template["state"], rnd)
+        path.write_text(json.dumps(shuffled), encoding="utf-8")
         ok, joint = read_clean(lambda: load_joint(path), path.name)
         assert ok, joint
         scores = shuffle_keys(joint_template["scores"], rnd)

@@ -19,6 +19,8 @@ SECTIONS = [
     ("ours.md", "tools/eval_ours.py"),
     ("joint.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),
+    ("irt_small.md", "tools/bench_irt_small.py"),
+    ("personfit.md", "tools/bench_personfit.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),
 ]
 HEADER = """# Benchmarks

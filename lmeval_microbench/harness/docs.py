@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_path
+from .._json import parse_json
 from .._types import ItemId
 from ..bundle import Bundle, verify_items
 from ..collect import content_hash
@@ -47,13 +48,10 @@ def read_docs(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"{path}: item documents not found")
     docs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: malformed JSON ({exc.msg})") from exc
+        doc = parse_json(line, f"{path}:{number}")
         if not isinstance(doc, dict):
             raise InputError(f"{path}:{number}: expected a JSON object, got {type(doc).__name__}")
         _check_required(doc, f"{path}:{number}")

@@ -13,7 +13,10 @@ location and scale of theta. One EM step (:meth:`IRTModel._em_step`) is
 4. 1PL/2PL only: parameter expansion (:meth:`IRTModel._standardise_population`), which
    rescales the items so the population's posterior moments are exactly 0 and 1.
 
-Steps are chained by SQUAREM extrapolation (:meth:`IRTModel._accelerated_em`). 3PL/4PL fits
+Steps are chained by safeguarded SQUAREM extrapolation (:meth:`IRTModel._accelerated_em`),
+which falls back to plain EM when the parameter expansion keeps lowering the log posterior
+(small, wide matrices), keeps every parameter in a +-30 box and records how the fit went in
+``IRTModel.fit_report_`` (a :class:`FitReport`; untrusted fits also warn). 3PL/4PL fits
 start from the fitted 2PL. After convergence :meth:`IRTModel._identify` orients the scale
 (summed slope >= 0: higher theta = higher score) and, for D > 1, rotates it so the first
 dimension is the principal direction of the slopes. Abilities are EAP estimates from
@@ -24,6 +27,7 @@ function returns for the same rows.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -37,12 +41,43 @@ from ..responses import ResponseMatrix
 from . import _math
 from .ability import estimate_abilities
 from .params import MODEL_TYPES, ItemParams
+from .report import PARAMETER_BOUND, FitReport
 
 _NEWTON_STEPS = {"1pl": 1, "2pl": 1, "3pl": 2, "4pl": 2}
 """Fisher-scoring steps per M-step: one suffices for the concave logistic M-step; the
 asymptote models took the fewest EM iterations with two (mmlu 3PL: 218 / 63 / 104 for 1/2/3)."""
 _MAX_NEWTON_STEP = 1.0
 _LINE_SEARCH_HALVINGS = 6
+_EXPANSION_DIPS = 3
+"""Decreases of the log posterior tolerated from parameter-expanded EM steps before plain EM
+takes over (an isolated dip of ~1e-5 is grid rounding and harmless; see _accelerated_em)."""
+_MONOTONE_SLACK = 1e-4
+"""Relative drop of the log posterior over one EM step that counts as a real decrease rather
+than rounding (float32 products give ~1e-7)."""
+
+
+@dataclass
+class _EMTrace:
+    """Book-keeping of one EM run (see :meth:`IRTModel._accelerated_em`)."""
+
+    expanded: bool
+    n_steps: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    fallback_at: int | None = None
+    dips: int = 0
+    worst_row: int = -1
+
+    def finish(
+        self, eta: np.ndarray, change: tuple[float, int], tol: float
+    ) -> tuple[np.ndarray, bool, int, float]:
+        self.worst_row = change[1]
+        return eta, change[0] < tol, self.n_steps, change[0]
+
+
+def _bounded(eta: np.ndarray) -> np.ndarray:
+    """Clip packed parameters to the +-PARAMETER_BOUND box (NaN stays NaN)."""
+    return np.clip(eta, -PARAMETER_BOUND, PARAMETER_BOUND)
 
 
 class IRTModel:
@@ -78,6 +113,8 @@ class IRTModel:
     model_ids_ : tuple of the matrix model ids (rows of ``abilities_``).
     converged_, n_iter_ : whether EM met ``tol``, and the number of EM steps it took (for
         3PL/4PL, not counting the 2PL start).
+    fit_report_ : :class:`FitReport`: convergence details, whether the fit can be trusted
+        (``fit_report_.trusted``) and, if not, why (also issued as a ConvergenceWarning).
     loglik_ : log marginal likelihood of the data at the final parameters.
     """
 
@@ -126,18 +163,33 @@ class IRTModel:
         data = _math.ScoreArrays(matrix.values)
         with tqdm(total=self.max_iter, desc=f"EM {self.model}", disable=not self.progress) as bar:
             eta, converged, n_iter, change = self._fit_parameters(data, bar)
-        if not converged:
-            warnings.warn(
-                f"{self!r}: EM stopped at max_iter={self.max_iter} with a parameter change of "
-                f"{change:.3g} > tol={self.tol:g} on {matrix.source}",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+        trace = self._trace
+        at_bound = np.flatnonzero(np.any(np.abs(eta) >= PARAMETER_BOUND, axis=1))
         nodes, log_w = _math.latent_grid(self.n_dims, self.n_quadrature)
         a, d, g, u = self._identify(*_math.unpack(self.model, self.n_dims, eta))
         self.params_ = ItemParams(matrix.item_ids, a, d, g, u, self.model)
         _, marginal = self._e_step(data, nodes, log_w, _math.pack(self.model, a, d, g, u))
         self.loglik_ = float(marginal.sum())
+        self.fit_report_ = FitReport(
+            source=matrix.source,
+            shape=matrix.shape,
+            model=self.model,
+            converged=converged,
+            n_iter=n_iter,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            max_change=change,
+            worst_item=matrix.item_ids[trace.worst_row] if trace.worst_row >= 0 else None,
+            expansion_fallback_at=trace.fallback_at,
+            extrapolations_accepted=trace.accepted,
+            extrapolations_rejected=trace.rejected,
+            items_at_bound=tuple(matrix.item_ids[k] for k in at_bound),
+            loglik=self.loglik_,
+        )
+        if not self.fit_report_.trusted:
+            warnings.warn(
+                f"{self!r}: {self.fit_report_.message()}", ConvergenceWarning, stacklevel=2
+            )
         self.abilities_, self.ability_se_ = estimate_abilities(
             self.params_, matrix.values, matrix.item_ids, method="eap"
         )
@@ -179,7 +231,15 @@ class IRTModel:
         """Run EM from start values; returns packed parameters, converged, iterations, change."""
         nodes, log_w = _math.latent_grid(self.n_dims, self.n_quadrature)
         eta = self._initial_parameters(data)
-        return self._accelerated_em(data, nodes, log_w, self._item_prior(), eta, bar)
+        eta, converged, n_iter, change = self._accelerated_em(
+            data, nodes, log_w, self._item_prior(), eta, bar
+        )
+        if self._trace.fallback_at is not None:
+            # plain EM leaves the scale where J item priors outweigh N ability priors (abilities
+            # spread wider than N(0, 1) when items outnumber models): standardise once at the end
+            weights, _ = self._e_step(data, nodes, log_w, eta)
+            eta = _bounded(self._standardise_population(eta, weights, nodes))
+        return eta, converged, n_iter, change
 
     def _initial_parameters(self, data: _math.ScoreArrays) -> np.ndarray:
         """Start values. 1PL/2PL: slopes from item-total correlations (D = 1) or a randomized SVD
@@ -232,44 +292,86 @@ class IRTModel:
         eta: np.ndarray,
         bar: tqdm,
     ) -> tuple[np.ndarray, bool, int, float]:
-        """Iterate the EM map with SQUAREM extrapolation (Varadhan & Roland, 2008).
+        """Iterate the EM map with safeguarded SQUAREM extrapolation (Varadhan & Roland, 2008).
 
         From x0, two EM steps give x1, x2; the extrapolated point
-        x0 - 2 alpha (x1 - x0) + alpha^2 (x2 - 2 x1 + x0), alpha = -|r| / |v|, is stabilised by
-        one more EM step and kept only if its log posterior is at least that of x1 (else x2,
-        which plain EM guarantees). Convergence: one EM step moves no parameter by ``tol``.
-        Returns the parameters, converged flag, number of EM steps and the last change.
+        x0 - 2 alpha (x1 - x0) + alpha^2 (x2 - 2 x1 + x0), alpha = -|r| / |v|, is clipped to
+        the parameter box, stabilised by one more EM step and kept only if its log posterior
+        is finite and at least that of x1 (else x2, which plain EM guarantees, and the next
+        extrapolation may only be a quarter as long).
+
+        Safeguard: every EM step must not lower the log posterior (up to float rounding). The
+        parameter-expanded step (:meth:`_standardise_population`) can break that on small,
+        wide matrices: when some model's posterior sits on a grid edge (a model that gets
+        every non-constant item right) rescaling slopes by the population sd feeds on itself
+        and the slopes grow without bound (psn_irt MMLU, 12 models: slopes of 1e13 after 150
+        steps). The third decrease of more than ``_MONOTONE_SLACK`` (relative) switches the
+        expansion off for the rest of the fit and restarts from the better point: plain EM,
+        which is monotone, and one standardisation at the end (:meth:`_fit_parameters`).
+        Isolated small dips are grid rounding and harmless (the Open LLM v1 fits of 3-4k
+        models see 0-1), so those fits are bit-for-bit what they were without the safeguard.
+        Convergence: one EM step moves no parameter by ``tol``. Returns the parameters,
+        converged flag, number of EM steps and the change of the last EM step from an
+        accepted point; the details land in ``self._trace``.
         """
-        n_steps, change, max_alpha = 0, np.inf, 1.0
+        trace = self._trace = _EMTrace(expanded=self.model in ("1pl", "2pl"))
+        max_alpha = 1.0
 
-        def em_step(point: np.ndarray) -> tuple[np.ndarray, float]:
-            nonlocal n_steps, change
-            new_point, objective = self._em_step(data, nodes, log_w, prior, point)
-            n_steps += 1
-            change = float(np.max(np.abs(new_point - point)))
+        def em_step(point: np.ndarray) -> tuple[np.ndarray, float, tuple[float, int]]:
+            new_point, objective = self._em_step(
+                data, nodes, log_w, prior, point, expand=trace.expanded
+            )
+            trace.n_steps += 1
+            moved = np.max(np.abs(new_point - point), axis=1)
+            worst = int(np.argmax(moved))
             bar.update(1)
-            bar.set_postfix(change=f"{change:.2e}")
-            return new_point, objective
+            bar.set_postfix(change=f"{moved[worst]:.2e}")
+            return new_point, objective, (float(moved[worst]), worst)
 
-        while n_steps < self.max_iter:
-            x1, _ = em_step(eta)
-            if change < self.tol or n_steps >= self.max_iter:
-                return x1, change < self.tol, n_steps, change
-            x2, objective_x1 = em_step(x1)
-            if change < self.tol or n_steps >= self.max_iter:
-                return x2, change < self.tol, n_steps, change
+        def decreased(objective: float, floor: float) -> bool:
+            return objective < floor - _MONOTONE_SLACK * (abs(floor) + 1.0)
+
+        def fall_back() -> bool:
+            """Count a decrease; past the allowance, switch the expansion off (True)."""
+            trace.dips += 1
+            if trace.dips < _EXPANSION_DIPS:
+                return False
+            trace.expanded = False
+            trace.fallback_at = trace.n_steps
+            return True
+
+        # eta was reached by one EM step from `previous`, whose log posterior was `floor`
+        previous, floor, change = eta, -np.inf, (np.inf, -1)
+        while trace.n_steps < self.max_iter:
+            x1, objective_eta, change1 = em_step(eta)
+            if trace.expanded and decreased(objective_eta, floor) and fall_back():
+                eta, floor = previous, -np.inf
+                continue
+            change = change1
+            if change[0] < self.tol or trace.n_steps >= self.max_iter:
+                return trace.finish(x1, change, self.tol)
+            x2, objective_x1, change2 = em_step(x1)
+            if trace.expanded and decreased(objective_x1, objective_eta) and fall_back():
+                previous, floor = eta, -np.inf
+                continue
+            change = change2
+            if change[0] < self.tol or trace.n_steps >= self.max_iter:
+                return trace.finish(x2, change, self.tol)
             r, v = x1 - eta, x2 - 2.0 * x1 + eta
             alpha = -min(max(np.sqrt(np.sum(r**2) / max(np.sum(v**2), 1e-300)), 1.0), max_alpha)
-            extrapolated = eta - 2.0 * alpha * r + alpha**2 * v
-            stabilised, objective_ext = em_step(extrapolated)
+            extrapolated = _bounded(eta - 2.0 * alpha * r + alpha**2 * v)
+            stabilised, objective_ext, change3 = em_step(extrapolated)
             if np.isfinite(objective_ext) and objective_ext >= objective_x1:
-                eta = stabilised
+                trace.accepted += 1
+                previous, floor, eta, change = extrapolated, objective_ext, stabilised, change3
                 max_alpha = max_alpha * 4.0 if -alpha >= max_alpha else max_alpha
-                if change < self.tol:
-                    return eta, True, n_steps, change
+                if change[0] < self.tol:
+                    return trace.finish(eta, change, self.tol)
             else:
-                eta, max_alpha = x2, max(1.0, max_alpha / 4.0)
-        return eta, False, n_steps, change
+                trace.rejected += 1
+                previous, floor, eta = x1, objective_x1, x2
+                max_alpha = max(1.0, max_alpha / 4.0)
+        return trace.finish(eta, change, self.tol)
 
     def _em_step(
         self,
@@ -278,15 +380,21 @@ class IRTModel:
         log_w: np.ndarray,
         prior: _math.ItemPrior,
         eta: np.ndarray,
+        *,
+        expand: bool = True,
     ) -> tuple[np.ndarray, float]:
-        """One EM map: updated parameters, and the log posterior (marginal + prior) at ``eta``."""
+        """One EM map: updated parameters, and the log posterior (marginal + prior) at ``eta``.
+
+        ``expand``: finish 1PL/2PL steps with the parameter expansion; the result is clipped
+        to the parameter box (:func:`_bounded`).
+        """
         weights, marginal = self._e_step(data, nodes, log_w, eta)
         correct, observed = data.expected_correct(weights), data.expected_observed(weights)
         objective = float(marginal.sum()) + self._log_prior(eta, prior)
         new_eta = self._m_step(eta, nodes, correct, observed, prior)
-        if self.model in ("1pl", "2pl"):
+        if expand and self.model in ("1pl", "2pl"):
             new_eta = self._standardise_population(new_eta, weights, nodes)
-        return new_eta, objective
+        return _bounded(new_eta), objective
 
     def _standardise_population(
         self, eta: np.ndarray, weights: np.ndarray, nodes: np.ndarray
