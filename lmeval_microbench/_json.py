@@ -75,7 +75,9 @@ def _check_parsed(value: Any, source: str, *, depth_limit: bool, strings: bool) 
         item, depth = stack.pop()
         if isinstance(item, str):
             if strings and _SURROGATE.search(item):
-                raise InputError(f"{source}: text holds an unpaired UTF-16 surrogate escape")
+                raise InputError(
+                    f"{source}: text that is not valid Unicode (an unpaired UTF-16 surrogate)"
+                )
         elif isinstance(item, (dict, list)):
             if depth_limit and depth > MAX_DEPTH:
                 raise InputError(f"{source}: JSON nested more than {MAX_DEPTH} levels deep")
@@ -107,7 +109,7 @@ def parse_json(text: str | bytes, source: str, *, allow_nan: bool = False) -> An
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: not valid JSON ({exc})") from None
     except RecursionError:
-        raise InputError(f"{source}: JSON nested too deeply") from None
+        raise InputError(f"{source}: JSON nested more than the parser allows") from None
     deep = text.count("[") + text.count("{") > MAX_DEPTH
     escaped = "\\u" in text
     if deep or escaped:

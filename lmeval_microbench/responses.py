@@ -17,6 +17,7 @@ import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES
 
 from ._io import atomic_path, canonical_json, sha256_bytes
+from ._json import parse_json
 from ._text import preview as _preview
 from ._types import ItemId, ModelId, duplicate_ids
 from .errors import InputError, ItemMismatchError
@@ -490,11 +491,10 @@ def _parquet_metadata(
     if raw is None:
         return None, None
     where = f"{source}: unreadable {_PARQUET_META_KEY.decode()!r} metadata"
-    try:
-        meta = json.loads(raw)
-        version = meta.get("format_version")
-    except (ValueError, AttributeError, RecursionError) as exc:  # not JSON, not an object
-        raise InputError(f"{where} ({exc})") from exc
+    meta = parse_json(raw, where)
+    if not isinstance(meta, dict):
+        raise InputError(f"{where} (a JSON {type(meta).__name__}, not an object)")
+    version = meta.get("format_version")
     if version != _FORMAT_VERSION:
         raise InputError(f"{source}: unknown matrix format version {version!r}")
     try:

@@ -12,8 +12,8 @@ What a checksum covers decides which hand edit gets past it, so the rules live h
   readable.
 
 Checksums guard against corruption and hand edits, not forgery: anyone can recompute a
-sha256. A document nested deeper than :data:`MAX_DEPTH` is refused before anything recurses
-into it (no bundle needs a tenth of that).
+sha256. Nesting, NaN, duplicate keys and invalid Unicode are refused when the file is read
+(:mod:`lmeval_microbench._json`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ SIDE_FILES = (ITEMS_FILE,)
 """Files a bundle may list beside ``bundle.json``; the only ones a save writes or removes."""
 
 ALGORITHM = "sha256"
-MAX_DEPTH = 64
-"""Deepest nesting of objects and arrays a bundle document may have."""
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SEALS_FILES = (1, 1)
@@ -113,16 +111,3 @@ def verify_side_files(folder: Path, files: Mapping[str, str], where: Path) -> No
                 f"{folder / name}: present but not listed in the checksums of {where.name}; "
                 "it is not this bundle's (remove it, or save the bundle again with its items)"
             )
-
-
-def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
-    """Refuse nesting deeper than ``limit``, iteratively (recursion is what it guards)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if not isinstance(node, (dict, list)):
-            continue
-        if depth > limit:
-            raise BundleError(f"{where}: objects and arrays nested more than {limit} levels deep")
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children)

@@ -22,15 +22,15 @@ from typing import Any
 import pandas as pd
 
 from .._io import sha256_file
+from .._json import read_json
 from .._text import preview as _preview
 from .._types import ItemId, duplicate_ids
-from ..errors import BundleError, ItemMismatchError
+from ..errors import BundleError, InputError, ItemMismatchError
 from ._commit import interrupted_hint, write_folder
 from ._states import check_estimator_states
 from .integrity import (
     BUNDLE_FILE,
     ITEMS_FILE,
-    check_depth,
     seal,
     verify_document,
     verify_side_files,
@@ -217,20 +217,14 @@ def _download(location: str) -> Path:
 
 
 def _read_document(path: Path) -> dict[str, Any]:
-    def refuse_constant(name: str) -> None:
-        raise BundleError(
-            f"{path}: {name} is not valid JSON (bundles store null for missing numbers)"
-        )
-
+    """``bundle.json`` through the package's strict JSON reader (no NaN, no duplicate keys,
+    bounded nesting, valid Unicode), its refusals as bundle errors."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: not a readable bundle file ({exc})") from exc
-    except RecursionError as exc:  # the parser's own limit is below ours
-        raise BundleError(f"{path}: objects and arrays nested more than the parser allows") from exc
+        document = read_json(path)
+    except InputError as exc:
+        raise BundleError(f"{exc}; not a readable bundle file") from exc
     if not isinstance(document, dict):
         raise BundleError(f"{path}: expected a JSON object at the top level")
-    check_depth(document, str(path))
     return document
 
 
