@@ -18,6 +18,7 @@ from lmeval_microbench.harness import include_path
 from lmeval_microbench.irt import estimate_abilities, posterior_draws
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.reconstruct import bundle_estimator
+from lmeval_microbench.reliability import interval_coverage
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
@@ -61,7 +62,7 @@ def world() -> dict:
 def coverage(estimator, values: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
     matrix = ResponseMatrix(values, [f"m{k}" for k in range(len(values))], estimator.item_ids_)
     value, lower, upper = estimator.estimate_matrix(matrix, allow_missing=True)
-    return float(np.mean((lower <= truth) & (truth <= upper))), float(np.mean(value - truth))
+    return interval_coverage(truth, lower, upper), float(np.mean(value - truth))
 
 
 @pytest.mark.parametrize("keep", [10, 30, 50])

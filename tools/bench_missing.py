@@ -38,7 +38,7 @@ from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.estimators.missing import N_DRAWS, keep_pattern
 from lmeval_microbench.reconstruct import bundle_estimator
-from lmeval_microbench.reliability import random_splits
+from lmeval_microbench.reliability import interval_coverage, random_splits
 from lmeval_microbench.responses import ResponseMatrix
 
 BENCHMARKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
@@ -59,7 +59,7 @@ def case_record(
         "mae": float(np.mean(np.abs(error))),
         "bias": float(np.mean(error)),
         "rmse": float(np.sqrt(np.mean(error**2))),
-        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "coverage": interval_coverage(truth, lower, upper),
         "width": float(np.mean(upper - lower) * 100),
     }
 
