@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
 from .irt import fit_with_constant_items
 from .irt.params import ItemParams
+from .personfit import build_spec
 from .responses import ResponseMatrix
 from .selection import make_selector
 
@@ -43,19 +47,26 @@ def build_bundle(
     budget: int,
     seed: int = 0,
     estimators: Sequence[str] | None = None,
-    default_estimator: str = DEFAULT_ESTIMATOR,
+    default_estimator: str | None = None,
     irt_model: str = "2pl",
     metric: MetricSpec | None = None,
     dataset: DatasetCoordinates | None = None,
     license: str | None = None,
+    chance: float | Mapping[ItemId, float] | None = None,
+    choice: Mapping[str, Any] | None = None,
 ) -> Bundle:
     """Select ``budget`` items with ``method`` and fit every estimator on ``source``.
 
     ``target`` is the true full score of each source model (fractions). The reliability
     summary records each estimator's cross-validated MAE on the source models.
+    ``chance`` (a level for every item, per item id, or None: the weakest source models' item
+    rates) sets the bundle's person-fit check (:func:`.personfit.build_spec`).
+    ``choice`` (the record of ``--method auto``, :meth:`.auto.RecipeChoice.as_record`) is kept
+    in the reliability summary under ``"auto"``. ``default_estimator`` None takes the fitted
+    estimator with the lowest cross-validated MAE (:func:`lowest_cv_error`); a name is kept.
     """
     names = list(estimators) if estimators else list(ESTIMATORS)
-    if default_estimator not in names:
+    if default_estimator is not None and default_estimator not in names:
         raise InputError(f"default estimator {default_estimator!r} is not among {names}")
     subset = make_selector(method).select(source, budget, seed=seed, target=target)
     irt = fit_source_irt(source, model=irt_model, seed=seed)
@@ -63,11 +74,14 @@ def build_bundle(
     for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
         estimator = make_estimator(estimator_name).fit(source, subset, target, irt=irt)
         fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
+    cv_mae = {est.name: float(est.cv_mae_) for est in fitted}
     reliability = {
-        "cv_mae_source": {est.name: float(est.cv_mae_) for est in fitted},
+        "cv_mae_source": cv_mae,
         "n_source_models": int(source.n_models),
         "note": "cross-validated mean absolute error on the source models (fraction scale)",
     }
+    if choice is not None:
+        reliability["auto"] = dict(choice)
     return Bundle.from_parts(
         name=name,
         benchmark=benchmark,
@@ -75,9 +89,29 @@ def build_bundle(
         source=source,
         irt=irt,
         estimators=[EstimatorSpec(est.name, est.state_dict()) for est in fitted],
-        default_estimator=default_estimator,
+        default_estimator=default_estimator or lowest_cv_error(cv_mae),
         metric=metric or MetricSpec(name="acc"),
         dataset=dataset,
         reliability=reliability,
         license=license,
+        person_fit=build_spec(
+            irt,
+            source.values[:, source.item_positions(subset.item_ids)],
+            subset.item_ids,
+            target,
+            chance,
+        ),
     )
+
+
+def lowest_cv_error(cv_mae: Mapping[str, float]) -> str:
+    """The estimator with the lowest cross-validated MAE on the source models (first on a tie).
+
+    What the bundle's own reliability summary says is best; an estimator whose error could not
+    be measured (NaN) never wins, and with none measured the package default (or the first)
+    stands.
+    """
+    measured = {name: mae for name, mae in cv_mae.items() if math.isfinite(mae)}
+    if not measured:
+        return DEFAULT_ESTIMATOR if DEFAULT_ESTIMATOR in cv_mae else next(iter(cv_mae))
+    return min(measured, key=measured.__getitem__)

@@ -19,6 +19,7 @@ The leaderboard average comes with a conservative interval (see :func:`average_e
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import warnings
@@ -32,6 +33,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ._types import Estimate, ItemId, ModelId
+from .adaptive.pool import ADAPTIVE, estimate_pool, is_pool, pool_state
 from .bundle import Bundle
 from .collect import (
     SamplesRun,
@@ -42,6 +44,7 @@ from .collect import (
 )
 from .errors import BundleError, InputError
 from .estimators._conformal import check_level
+from .personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
 from .reconstruct import (
     AverageEstimate,
     BenchmarkEstimate,
@@ -56,6 +59,8 @@ from .run_bundles import (
     BundleRef,
     ReconstructionWarning,
     load_bundle_ref,
+    one_line,
+    own_warning,
     parse_task_map,
 )
 from .run_match import FOREIGN_ID_FIELDS, OWN_FIELDS, LoggedSamples, RunMatch, match_run
@@ -130,6 +135,8 @@ def _estimate_group(
     runs: Sequence[TaskScores], estimator: str | None, level: float, allow_missing: bool
 ) -> list[BenchmarkEstimate]:
     bundle = runs[0].match.ref.bundle
+    if estimator in (None, ADAPTIVE) and is_pool(bundle):
+        return [_adaptive_estimate(run, bundle, level) for run in runs]
     fitted = bundle_estimator(bundle, estimator)
     if allow_missing and not fitted.imputes_missing:
         raise InputError(
@@ -156,6 +163,7 @@ def _estimate_group(
             results[k] = Estimate(
                 float(value[j]), float(lower[j]), float(upper[j]), level, float(se[j])
             )
+    fits = _person_fits(runs, bundle, values, results)
     out = []
     for k, run in enumerate(runs):
         _warn_missing(run, bundle, fitted.name, allow_missing)
@@ -175,9 +183,59 @@ def _estimate_group(
                 missing=tuple(run.missing),
                 in_run=run.in_run,
                 samples=str(run.path),
+                person_fit=fits[k],
             )
         )
     return out
+
+
+def _adaptive_estimate(run: TaskScores, bundle: Bundle, level: float) -> BenchmarkEstimate:
+    """An adaptive run over an item pool: the pool's own estimate from the items it asked.
+
+    An adaptive run asks only some of the pool's items by design, so the unasked items are not
+    missing scores: the estimate is the one the run printed (:func:`.adaptive.estimate_pool`),
+    recomputed from the logged answers whatever order they come in.
+    """
+    result = estimate_pool(pool_state(bundle), run.scores, level) if run.scores else None
+    return BenchmarkEstimate(
+        model=run.model,
+        benchmark=bundle.benchmark,
+        task=run.task,
+        bundle=bundle.name,
+        estimator=ADAPTIVE,
+        metric=run.metric,
+        items_scored=len(run.scores),
+        items_in_bundle=bundle.budget,
+        full_size=full_size_of(bundle),
+        subset_mean=float(np.mean(list(run.scores.values()))) if run.scores else math.nan,
+        estimate=None
+        if result is None
+        else Estimate(result.value, result.lower, result.upper, level, math.nan),
+        missing=(),
+        in_run=run.in_run,
+        samples=str(run.path),
+        person_fit=None,
+    )
+
+
+def _person_fits(
+    runs: Sequence[TaskScores],
+    bundle: Bundle,
+    values: np.ndarray,
+    results: list[Estimate | None],
+) -> list[dict[str, Any]]:
+    """Person fit of every run's scored items; flagged estimates are widened in ``results``
+    (in place) and warned about, naming the model and bundle."""
+    fits = bundle_person_fit(bundle, values)
+    records = []
+    for k, run in enumerate(runs):
+        fit = None if fits is None else fits[k]
+        estimate, note = fitted_estimate(results[k], fit, bundle.person_fit)
+        if note:
+            _warn(fit_warning(run.model, bundle.name, note))
+        records.append(fit_record(fit, bundle.person_fit, note, estimate is not results[k]))
+        results[k] = estimate
+    return records
 
 
 def _warn_missing(run: TaskScores, bundle: Bundle, estimator: str, allow_missing: bool) -> None:
@@ -238,11 +296,13 @@ def reconstruct_runs(
     ``joint`` is a fitted joint estimator state (JSON); without it, a :data:`JOINT_FILE`
     in the shipped suite or a ``bundles`` folder is used when there is one. The model of a
     run is named by its results json (see :class:`~lmeval_microbench.collect.SamplesRun`),
-    or ``model_id`` for samples of one folder. Warnings (:class:`ReconstructionWarning`)
-    are also kept in ``notes``.
+    or ``model_id`` for samples of one folder. Warnings (:class:`ReconstructionWarning`,
+    and the user warnings of this package's readers, re-raised as one) are also kept in
+    ``notes``, one line each. A path that is missing or holds no samples file is a note
+    too; only when none holds any is it an error.
     """
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ReconstructionWarning)
+        warnings.simplefilter("always", UserWarning)
         result = _reconstruct(
             paths,
             bundles=bundles,
@@ -254,9 +314,11 @@ def reconstruct_runs(
             progress=progress,
         )
     for warning in caught:
-        if issubclass(warning.category, ReconstructionWarning):
-            result.notes.append(str(warning.message))
-        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        category = warning.category
+        if own_warning(category, warning.filename):  # a note, whichever module raised it
+            result.notes.append(one_line(warning.message))
+            category = ReconstructionWarning
+        warnings.warn_explicit(warning.message, category, warning.filename, warning.lineno)
     return result
 
 
@@ -318,22 +380,46 @@ def _as_list(paths: Any) -> list[Any]:
     return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
+def _samples_files(paths: Any) -> list[Path]:
+    """Every samples file under ``paths``; a path that is missing or holds none is named in a
+    note and the others are read (``reconstruct out/ ckpt-*/`` with no ``ckpt-*`` folder:
+    the shell passes the pattern itself). An error only when no path holds any."""
+    found: set[Path] = set()
+    unread: list[str] = []
+    for entry in _as_list(paths):
+        path = Path(entry)
+        if not path.exists():
+            hint = " (a pattern that matched nothing?)" if glob.has_magic(str(entry)) else ""
+            unread.append(f"{path}: no such file or folder{hint}")
+            continue
+        files = find_samples_files(path)
+        if not files:
+            unread.append(f"{path}: no samples_*.jsonl in it (was --log_samples given?)")
+        found.update(files)
+    if not found:
+        raise InputError(
+            f"no samples_*.jsonl under {preview(_as_list(paths))} ({'; '.join(unread)}): run "
+            "lm-eval with --log_samples --output_path DIR"
+        )
+    for text in unread:
+        _warn(f"{text}; skipped")
+    return sorted(found)
+
+
 def _newest_runs(paths: Any, model_id: ModelId | None) -> list[tuple[ModelId, SamplesRun]]:
     """The newest samples file of every model and task under ``paths``, with its model."""
-    files = find_samples_files(paths)
-    if not files:
-        raise InputError(
-            f"no samples_*.jsonl under {preview(_as_list(paths))}: run lm-eval with "
-            "--log_samples --output_path DIR"
-        )
-    samples = [SamplesRun(path) for path in files]
+    samples = [SamplesRun(path) for path in _samples_files(paths)]
     folders = sorted({str(run.path.parent) for run in samples})
     if model_id is not None and len(folders) > 1:
         raise InputError(
             f"model id {model_id!r} given, but the samples come from several folders "
             f"({preview(folders)}): reconstruct one folder at a time"
         )
-    runs = newest_runs([(model_id or run.model_id, run) for run in samples], "newest")
+    with warnings.catch_warnings(record=True) as duplicates:  # older runs set aside: notes
+        warnings.simplefilter("always", UserWarning)
+        runs = newest_runs([(model_id or run.model_id, run) for run in samples], "newest")
+    for warning in duplicates:
+        _warn(one_line(warning.message))
     if model_id is None:
         for text in folder_model_notes(run for _, run in runs):
             _warn(text)

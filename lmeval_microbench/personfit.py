@@ -29,17 +29,21 @@ not scored; every statistic uses the scored items of each row only.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import expit
 
 from ._types import Estimate, ItemId
+from .bundle.fit_spec import PersonFitSpec
 from .errors import InputError
 from .irt import ItemParams, _math, estimate_abilities
 from .irt.ability import EAP_STEP, _checked_values
+
+if TYPE_CHECKING:
+    from .bundle import Bundle
 
 DEFAULT_LZ_THRESHOLD = -1.645
 """l_z* threshold when none was calibrated: the 5 % quantile of its N(0, 1) reference."""
@@ -162,11 +166,16 @@ class GuessingTest:
     ``p_value``: share of simulated random responders (same scored items, each right with
     probability ``chance``) whose ``log_ratio`` is at least as large; large means the answers
     look like guessing. ``posterior``: P(guessing | answers) at prior ``prior_guess``.
+    ``score_p_value``: share of those random responders with at least as many right answers
+    (above their chance expectation): small means far more right than guessing gives. The
+    likelihood ratio alone cannot say so for a pattern that neither model fits (a strong
+    model answering unlike the source models), so guessing needs both to be large.
     """
 
     log_ratio: np.ndarray
     p_value: np.ndarray
     posterior: np.ndarray
+    score_p_value: np.ndarray | None = None
 
 
 def chance_vector(chance: float | Sequence[float] | np.ndarray, n_items: int) -> np.ndarray:
@@ -239,6 +248,8 @@ def guessing_test(
     ratio = _marginal_loglik(columns, values, prior_mean, prior_sd) - _guess_loglik(values, chance)
     observed = ~np.isnan(values)
     p_value = np.full(values.shape[0], np.nan)
+    score_p = np.full(values.shape[0], np.nan)
+    excess = np.sum(np.where(observed, values - chance, 0.0), axis=1)
     rng = np.random.default_rng(seed)
     patterns: dict[bytes, list[int]] = {}
     for row in range(values.shape[0]):
@@ -247,7 +258,7 @@ def guessing_test(
     for rows in patterns.values():
         mask = observed[rows[0]]
         sub = columns.subset([columns.item_ids[k] for k in np.flatnonzero(mask)])
-        simulated = []
+        simulated, sums = [], []
         for start in range(0, n_simulations, _SIM_CHUNK):
             size = min(_SIM_CHUNK, n_simulations - start)
             draws = (rng.random((size, int(mask.sum()))) < chance[mask]).astype(np.float64)
@@ -255,13 +266,20 @@ def guessing_test(
                 _marginal_loglik(sub, draws, prior_mean, prior_sd)
                 - _guess_loglik(draws, chance[mask])
             )
-        null = np.sort(np.concatenate(simulated))
-        at_least = null.size - np.searchsorted(null, ratio[rows] - 1e-9, side="left")
-        p_value[rows] = (1.0 + at_least) / (1.0 + null.size)
+            sums.append(np.sum(draws - chance[mask], axis=1))
+        p_value[rows] = _upper_tail(np.concatenate(simulated), ratio[rows])
+        score_p[rows] = _upper_tail(np.concatenate(sums), excess[rows])
     prior_logit = math.log(prior_guess / (1.0 - prior_guess))
     posterior = expit(prior_logit - ratio)
     posterior[~observed.any(axis=1)] = prior_guess
-    return GuessingTest(ratio, p_value, posterior)
+    return GuessingTest(ratio, p_value, posterior, score_p)
+
+
+def _upper_tail(null: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Monte Carlo p-value: (1 + #null >= observed) / (1 + #null), per observed value."""
+    null = np.sort(null)
+    at_least = null.size - np.searchsorted(null, observed - 1e-9, side="left")
+    return (1.0 + at_least) / (1.0 + null.size)
 
 
 # ------------------------------------------------------------------------------ combined
@@ -270,8 +288,9 @@ class PersonFit:
     """Person fit of one model's answers to a bundle's IRT parameters.
 
     ``misfit``: l_z below ``lz_threshold`` (the pattern is unlike the source models').
-    ``guessing``: guessing not rejected (``guess_p_value >= alpha``): the answers are
-    indistinguishable from a random responder's. ``reason`` is empty when neither holds.
+    ``guessing``: guessing not rejected (``guess_p_value >= alpha`` and ``score_p_value >=
+    alpha``): the answers are indistinguishable from a random responder's. ``reason`` is
+    empty when neither holds.
     """
 
     lz: float
@@ -283,6 +302,8 @@ class PersonFit:
     misfit: bool
     guessing: bool
     reason: str
+    score_p_value: float = math.nan
+    """P(a random responder gets at least as many right answers): see :class:`GuessingTest`."""
 
     @property
     def flagged(self) -> bool:
@@ -294,6 +315,7 @@ class PersonFit:
             "lz_threshold": self.lz_threshold,
             "guess_p_value": self.guess_p_value,
             "guess_posterior": self.guess_posterior,
+            "score_p_value": self.score_p_value,
             "alpha": self.alpha,
             "n_scored": self.n_scored,
             "misfit": self.misfit,
@@ -324,7 +346,11 @@ def person_fit(
     results = []
     for k in range(values.shape[0]):
         misfit = bool(np.isfinite(stats[k]) and stats[k] < lz_threshold)
-        guessing = bool(np.isfinite(test.p_value[k]) and test.p_value[k] >= alpha)
+        guessing = bool(
+            np.isfinite(test.p_value[k])
+            and test.p_value[k] >= alpha
+            and test.score_p_value[k] >= alpha
+        )
         reasons = []
         if guessing:
             reasons.append(
@@ -348,6 +374,7 @@ def person_fit(
                 misfit,
                 guessing,
                 "; ".join(reasons),
+                float(test.score_p_value[k]),
             )
         )
     return results
@@ -376,3 +403,170 @@ def widen_for_fit(estimate: Estimate, fit: PersonFit, chance_score: float) -> tu
             f"{100 * chance_score:.1f}"
         )
     return estimate, fit.reason
+
+
+# ------------------------------------------------------------------------------ bundles
+BUILD_LZ_QUANTILE = 0.04
+"""Quantile of l_z* over the source models a build uses as threshold (``bench/personfit.md``:
+it flags about 4 % of held-out ordinary leaderboard models)."""
+FLOOR_SHARE = 0.05
+"""Share of weakest source models whose item rates stand in for chance without choices."""
+MIN_CALIBRATION_ROWS = 20
+
+
+def build_spec(
+    irt: ItemParams,
+    values: np.ndarray,
+    item_ids: Sequence[ItemId],
+    target: np.ndarray,
+    chance: float | Mapping[ItemId, float] | None,
+    *,
+    quantile: float = BUILD_LZ_QUANTILE,
+    alpha: float = DEFAULT_ALPHA,
+) -> PersonFitSpec:
+    """The ``person_fit`` block of a bundle, from its source models' subset answers.
+
+    ``values`` (models, subset items) and ``target`` (their full scores) are the source
+    models'. ``chance``: one chance level for every item (e.g. 0.25), a mapping from item
+    id to chance level covering every subset item (the full-benchmark chance score is then
+    the mean over all items the mapping gives, ideally the whole benchmark), or None when
+    the benchmark has no choices: each item's rate among the weakest
+    :data:`FLOOR_SHARE` of source models, and as chance score those models' mean full score.
+    A mapping whose subset items share one level is stored as that one number.
+    """
+    ids = list(item_ids)
+    per_item, score, chance_rule = _build_chance(values, ids, target, chance)
+    finite = np.isfinite(lz(irt, values, ids))
+    if finite.sum() >= MIN_CALIBRATION_ROWS:
+        threshold = calibrate_lz_threshold(irt, values, ids, false_alarm=quantile)
+        lz_rule = f"{100 * quantile:g} % quantile of l_z* over {int(finite.sum())} source models"
+    else:
+        threshold = DEFAULT_LZ_THRESHOLD
+        lz_rule = (
+            f"N(0, 1) 5 % quantile: only {int(finite.sum())} source models with an l_z* "
+            f"(calibrating needs {MIN_CALIBRATION_ROWS})"
+        )
+    return PersonFitSpec(threshold, alpha, per_item, score, chance_rule, lz_rule)
+
+
+def _build_chance(
+    values: np.ndarray,
+    ids: list[ItemId],
+    target: np.ndarray,
+    chance: float | Mapping[ItemId, float] | None,
+) -> tuple[float | dict[ItemId, float], float, str]:
+    """Chance per subset item (or one number), the chance score and the rule in words."""
+    if chance is None:
+        floor = population_floor(values, target, FLOOR_SHARE)
+        count = max(1, round(FLOOR_SHARE * values.shape[0]))
+        weakest = np.sort(np.asarray(target, dtype=np.float64))[:count]
+        rule = (
+            f"no choices known: each item's rate among the weakest {100 * FLOOR_SHARE:g} % of "
+            f"source models ({count}); chance score = their mean full score"
+        )
+        return dict(zip(ids, floor.tolist(), strict=True)), float(np.mean(weakest)), rule
+    if isinstance(chance, Mapping):
+        missing = [item for item in ids if item not in chance]
+        if missing:
+            raise InputError(f"chance: no chance level for subset items {missing[:5]}")
+        given = _chance_levels(list(chance.values()))
+        rule = (
+            "per item as given (e.g. 1 / number of choices); chance score = the mean over "
+            f"the {len(chance)} items given"
+        )
+        levels = {float(chance[item]) for item in ids}
+        per_item = levels.pop() if len(levels) == 1 else {i: float(chance[i]) for i in ids}
+        return per_item, float(given.mean()), rule
+    level = float(_chance_levels([chance])[0])
+    return level, level, f"{level:g} for every item, as given"
+
+
+def _chance_levels(levels: Sequence[Any]) -> np.ndarray:
+    """Chance levels as an array, each a number in [0, 1) (unclipped, as stored)."""
+    try:
+        array = np.asarray(levels, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"chance: levels must be numbers, got {list(levels)[:5]}") from None
+    if array.size == 0 or not np.all(np.isfinite(array)) or np.any((array < 0) | (array >= 1)):
+        raise InputError("chance: chance levels must be numbers in [0, 1)")
+    return array
+
+
+def bundle_person_fit(
+    bundle: Bundle, values: np.ndarray, *, n_simulations: int = DEFAULT_SIMULATIONS
+) -> list[PersonFit] | None:
+    """Person fit of each row of ``values`` (models, the bundle's items in its order; NaN =
+    not scored) to ``bundle``; None when the bundle carries no ``person_fit`` block.
+
+    The seed is fixed, so the run and a later ``microbench reconstruct`` of its samples
+    report the same numbers.
+    """
+    spec = bundle.person_fit
+    if spec is None or bundle.irt is None:
+        return None
+    ids = list(bundle.item_ids)
+    return person_fit(
+        bundle.irt,
+        values,
+        ids,
+        spec.chance_vector(ids),
+        lz_threshold=spec.lz_threshold,
+        alpha=spec.alpha,
+        n_simulations=n_simulations,
+        seed=0,
+    )
+
+
+def check_estimate(
+    bundle: Bundle, scores: Mapping[ItemId, float], estimate: Estimate | None
+) -> tuple[Estimate | None, PersonFit | None, str]:
+    """One model's ``estimate`` from ``scores`` (item id -> score; the bundle's items it
+    lacks count as unscored) after the bundle's person-fit check: the estimate to report,
+    the fit (None when the bundle has no check) and the note for a warning ("" when none)."""
+    values = np.array([[scores.get(item, np.nan) for item in bundle.item_ids]], dtype=float)
+    fits = bundle_person_fit(bundle, values)
+    if fits is None:
+        return estimate, None, ""
+    reported, note = fitted_estimate(estimate, fits[0], bundle.person_fit)
+    return reported, fits[0], note
+
+
+def fitted_estimate(
+    estimate: Estimate | None, fit: PersonFit | None, spec: PersonFitSpec | None
+) -> tuple[Estimate | None, str]:
+    """:func:`widen_for_fit` where there is an estimate and a fit; the note says what was done.
+
+    Without an estimate (items missing, reported as NaN) there is nothing to qualify: no
+    note, so no warning; the fit itself still goes into JSON outputs.
+    """
+    if estimate is None or fit is None or spec is None or not fit.flagged:
+        return estimate, ""
+    return widen_for_fit(estimate, fit, spec.chance_score)
+
+
+def fit_record(
+    fit: PersonFit | None, spec: PersonFitSpec | None, note: str, widened: bool
+) -> dict[str, Any]:
+    """The ``person_fit`` object of JSON outputs (strict JSON: NaN as null).
+
+    ``{"checked": false}`` when the bundle has no person-fit block (bundles before 1.2).
+    """
+    if fit is None or spec is None:
+        return {"checked": False}
+    record = {
+        key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+        for key, value in fit.as_dict().items()
+    }
+    return {
+        "checked": True,
+        **record,
+        "chance_score": spec.chance_score,
+        "widened": widened,
+        "note": note,
+    }
+
+
+def fit_warning(model: str | None, bundle_name: str, note: str) -> str:
+    """The one-line warning printed for a flagged estimate (``model`` None: not known)."""
+    who = "the evaluated model" if model is None else f"model {model!r}"
+    return f"{who}, bundle {bundle_name!r}: person fit: {note}"

@@ -29,18 +29,21 @@ HUB_URL = "https://huggingface.co"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
-LM_EVAL_USAGE = """\
+USAGE = """\
 ```bash
 pip install lmeval-microbench
-# run lm-eval on the bundle's items, keeping per-item results
-TASKS=$(python -c "import lmeval_microbench.harness as h; print(h.include_path())")
-lm_eval --model hf --model_args pretrained=<your-model> --include_path "$TASKS" \\
-    --tasks microbench_{benchmark} --log_samples --output_path results/
-# full-benchmark estimate with an interval from those samples
-microbench estimate --bundle hf://{repo_id} --samples results/
+# the subset's item ids, one per line: score these items of {benchmark} with your evaluation
+python -c "from lmeval_microbench.bundle import load_bundle; \\
+print(*load_bundle('hf://{repo_id}').item_ids, sep='\\n')" > items.txt
+# scores.csv: a column 'model', then one column per item id, each score in [0, 1]
+microbench estimate hf://{repo_id} --responses scores.csv
 ```
 """
-"""lm-eval usage shown on the card; ``{repo_id}`` and ``{benchmark}`` are filled in."""
+"""Command-line usage shown on the card (run as written by ``tests/test_publish.py``).
+
+A published bundle holds the item subset and the fitted estimators, not an lm-eval task: the
+card must not send readers to the shipped ``microbench_*`` tasks, which apply other bundles.
+"""
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,8 @@ def render_card(bundle: Bundle, repo_id: str, *, has_items: bool = False) -> str
         + _source_section(bundle)
         + "\n## Measured reliability\n\n"
         + _reliability_section(bundle)
-        + "\n## Usage\n\nWith lm-eval:\n\n"
-        + LM_EVAL_USAGE.format(repo_id=repo_id, benchmark=bundle.benchmark)
+        + "\n## Usage\n\nFrom the command line:\n\n"
+        + USAGE.format(repo_id=repo_id, benchmark=bundle.benchmark)
         + "\nIn Python:\n\n```python\nfrom lmeval_microbench.bundle import load_bundle\n\n"
         + f'bundle = load_bundle("hf://{repo_id}")\n'
         + "print(bundle.item_ids[:5], bundle.default_estimator)\n```\n\n"

@@ -5,6 +5,11 @@ what a reconstruction of lm-eval runs reports (:mod:`.hook` reads the runs): one
 :class:`BenchmarkEstimate` per model and benchmark, an :class:`AverageEstimate` per model
 (the leaderboard average with a conservative simultaneous interval), gathered in a
 :class:`Reconstruction` that writes JSON and a markdown table.
+
+Both check every estimate for person fit (:mod:`.personfit`) when the bundle carries a
+``person_fit`` block: JSON gets a ``person_fit`` object, the table marks a flagged estimate
+with :data:`FIT_MARK`, and an estimate whose answers cannot be told from guessing has its
+interval widened to include the bundle's chance-level score.
 """
 
 from __future__ import annotations
@@ -26,7 +31,17 @@ from .bundle import Bundle
 from .errors import InputError, ItemMismatchError
 from .estimators import estimator_from_state
 from .estimators.base import ScoreEstimator
+from .personfit import bundle_person_fit, fit_record, fitted_estimate
 from .responses import ResponseMatrix
+
+FIT_MARK = "†"
+"""Marks an estimate whose answers do not fit the bundle's IRT model (person fit)."""
+
+UNIT = "(%)"
+"""The unit of every score column of our tables, written in its header."""
+
+JOINT_COLUMN = "average (joint)"
+"""The column of the joint estimator's average."""
 
 
 def bundle_estimator(bundle: Bundle, name: str | None = None) -> ScoreEstimator:
@@ -48,6 +63,9 @@ def estimate_models(
     Rows join the bundle's items by id; a model lacking subset items raises
     :class:`~lmeval_microbench.errors.ItemMismatchError` naming them unless ``allow_missing``
     (then they are imputed from the bundle's IRT parameters, see ``estimators.missing``).
+    Each record has a ``person_fit`` object (:func:`.personfit.fit_record`); a flagged
+    model's interval is widened as :func:`.personfit.widen_for_fit` says and the record's
+    ``person_fit.note`` says why (the CLI prints it as a warning).
     """
     fitted = bundle_estimator(bundle, estimator)
     ids = bundle.subset.item_ids
@@ -61,9 +79,12 @@ def estimate_models(
         subset, level=level, allow_missing=allow_missing, return_se=True
     )
     observed = subset.observed.sum(axis=1)
+    fits = bundle_person_fit(bundle, subset.values)
     records = []
     for k, model in enumerate(responses.model_ids):
-        estimate = Estimate(float(value[k]), float(lower[k]), float(upper[k]), level, float(se[k]))
+        raw = Estimate(float(value[k]), float(lower[k]), float(upper[k]), level, float(se[k]))
+        fit = None if fits is None else fits[k]
+        estimate, note = fitted_estimate(raw, fit, bundle.person_fit)
         records.append(
             {
                 "model": model,
@@ -73,6 +94,7 @@ def estimate_models(
                 "items_scored": int(observed[k]),
                 "subset_mean": float(np.nanmean(subset.values[k])),
                 **{f"estimate_{key}": val for key, val in estimate.as_dict().items()},
+                "person_fit": fit_record(fit, bundle.person_fit, note, estimate is not raw),
             }
         )
     return records
@@ -113,6 +135,13 @@ class BenchmarkEstimate(MaybeEstimated):
     missing: tuple[ItemId, ...] = ()
     in_run: Mapping[str, float] | None = None
     samples: str = ""
+    person_fit: Mapping[str, Any] | None = None
+    """:func:`.personfit.fit_record` of the scored items (None: not computed)."""
+
+    @property
+    def flagged(self) -> bool:
+        """True when the person fit flagged the answers (see :data:`FIT_MARK`)."""
+        return bool(self.person_fit and self.person_fit.get("flagged"))
 
     def to_dict(self) -> dict[str, Any]:
         estimate = self.estimate
@@ -135,6 +164,7 @@ class BenchmarkEstimate(MaybeEstimated):
             "missing_items": list(self.missing),
             "in_run_estimate": None if self.in_run is None else dict(self.in_run),
             "samples": self.samples,
+            "person_fit": None if self.person_fit is None else dict(self.person_fit),
         }
 
 
@@ -275,16 +305,18 @@ class Reconstruction:
         }
 
     def to_markdown(self) -> str:
-        """Rows = models (natural order), columns = benchmarks then the average, in percent."""
+        """Rows = models (natural order), columns = benchmarks then the average, in percent
+        (every score column says so in its header: lm-eval's own table shows fractions)."""
         benchmarks = self.benchmarks
         joint = bool(self.joint)
-        header = ["model", *benchmarks, "average", *(["average (joint)"] if joint else [])]
+        columns = [*benchmarks, "average", *([JOINT_COLUMN] if joint else [])]
+        header = ["model", *(f"{name} {UNIT}" for name in columns)]
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for model in self.models:
             cells = [model]
             for bm in benchmarks:
                 found = self.get(model, bm)
-                cells.append("" if found is None else _cell(found.value, found.lower, found.upper))
+                cells.append("" if found is None else _marked_cell(found))
             average = self.average(model)
             cells.append(
                 "" if average is None else _cell(average.value, average.lower, average.upper)
@@ -314,7 +346,12 @@ class Reconstruction:
         parts = [self._items_scored(bm) for bm in self.benchmarks]
         level = next((e.estimate.level for e in self.estimates if e.estimate), 0.9)
         text = (
-            f"Estimated full-benchmark scores in percent with {level:.0%} intervals; items "
+            f"Each cell: the estimated full-benchmark score in percent [its {level:.0%} "
+            "interval], recomputed from the answers the run logged (the same numbers lm-eval "
+            "printed as estimate, estimate_lower, estimate_upper, there as fractions, unless "
+            "another estimator or level is asked for here). It is not the share of subset "
+            "items answered right: the items were chosen to be informative, not typical, and "
+            "the bundle's estimator maps which of them were right to the full score. Items "
             f"scored: {', '.join(parts)}."
         )
         if self.averages:
@@ -326,10 +363,21 @@ class Reconstruction:
             )
         if self.joint:
             text += (
-                " average (joint) = the joint estimator's average, learned from all subset "
+                f" {JOINT_COLUMN} = the joint estimator's average, learned from all subset "
                 "answers together, with its own conformal interval."
             )
+        if any(e.flagged for e in self.estimates):
+            text += (
+                f" {FIT_MARK} the answers do not fit the bundle's IRT model (person fit; see "
+                "the warnings): read the estimate with care; where they cannot be told from "
+                "guessing, the interval is widened to include the chance-level score."
+            )
         return text
+
+
+def _marked_cell(found: BenchmarkEstimate) -> str:
+    cell = _cell(found.value, found.lower, found.upper)
+    return f"{cell} {FIT_MARK}" if found.flagged else cell
 
 
 def _cell(value: float, lower: float, upper: float) -> str:

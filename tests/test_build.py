@@ -265,5 +265,18 @@ def test_the_suite_tool_reseals_without_refitting(tmp_path):
     for bm, bundle in before.items():
         again = load_bundle(suite / bm)
         assert again == bundle and again.provenance.created == bundle.provenance.created
-        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.1"
+        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.2"
     assert load_state(suite / "joint.json").state_dict() == joint
+
+
+def test_default_estimator_is_the_lowest_cross_validated_error_unless_named(matrix):
+    source, target = align_target(matrix.select_models(matrix.model_ids[:200]), None)
+    common = dict(name="toy", benchmark="toy", method="random", budget=15, seed=0)
+    chosen = build_bundle(source, target, estimators=["mean", "kridge", "calibrated"], **common)
+    cv = chosen.reliability["cv_mae_source"]
+    assert chosen.default_estimator == min(cv, key=cv.get)
+    assert len(set(cv.values())) == 3  # a real choice among three measured errors
+    named = build_bundle(
+        source, target, estimators=["mean", "kridge"], default_estimator="mean", **common
+    )
+    assert named.default_estimator == "mean"

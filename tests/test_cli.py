@@ -29,7 +29,9 @@ def test_help_lists_subcommands(capsys):
 
 def test_fit_writes_params(matrix_file, tmp_path, capsys):
     out = tmp_path / "irt.json"
-    assert main(["fit", str(matrix_file), "--model", "2pl", "--out", str(out)]) == 0
+    assert (
+        main(["fit", "--responses", str(matrix_file), "--irt-model", "2pl", "--out", str(out)]) == 0
+    )
     payload = json.loads(out.read_text())
     assert payload["params"]["model"] == "2pl"
     assert len(payload["params"]["item_ids"]) == 40
@@ -42,6 +44,7 @@ def test_build_estimate_publish_dry_run(matrix_file, tmp_path, capsys):
     code = main(
         [
             "build",
+            "--responses",
             str(matrix_file),
             "--method",
             "stratified",
@@ -73,6 +76,7 @@ def test_errors_are_one_line_and_write_nothing(matrix_file, tmp_path, capsys):
     code = main(
         [
             "build",
+            "--responses",
             str(matrix_file),
             "--method",
             "nope",
@@ -107,7 +111,10 @@ def test_build_uses_scores_file(matrix_file, tmp_path):
         main(
             [
                 "build",
+                "--responses",
                 str(matrix_file),
+                "--method",
+                "random",
                 "--budget",
                 "10",
                 "--benchmark",
@@ -131,6 +138,7 @@ def test_build_uses_scores_file(matrix_file, tmp_path):
 def build_args(matrix, out, *extra):
     return [
         "build",
+        "--responses",
         str(matrix),
         "--method",
         "random",
@@ -173,7 +181,7 @@ def test_bad_matrices_are_one_line_messages_in_build_fit_estimate(small_bundle, 
     for path, reason in bad_matrices(tmp_path).items():
         commands = [
             build_args(path, tmp_path / "never"),
-            ["fit", str(path), "--out", str(tmp_path / "never.json")],
+            ["fit", "--responses", str(path), "--out", str(tmp_path / "never.json")],
             ["estimate", str(small_bundle), "--responses", str(path)],
         ]
         for argv in commands:

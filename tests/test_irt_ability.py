@@ -55,8 +55,9 @@ def test_abilities_track_the_true_abilities(simulated, method: str) -> None:
 
 def test_eap_matches_brute_force_posterior_mean_and_sd(simulated) -> None:
     params, values, _ = simulated
-    theta, se = estimate_abilities(params, values[:5], params.item_ids, method="eap",
-                                   prior_mean=0.3, prior_sd=1.5)
+    theta, se = estimate_abilities(
+        params, values[:5], params.item_ids, method="eap", prior_mean=0.3, prior_sd=1.5
+    )
     for row in range(5):
         mean, sd, _ = _brute_force_posterior(params, values[row], prior_mean=0.3, prior_sd=1.5)
         assert theta[row, 0] == pytest.approx(mean, abs=1e-4)
@@ -67,8 +68,9 @@ def test_map_matches_brute_force_posterior_mode(simulated) -> None:
     params, values, _ = simulated
     theta, _ = estimate_abilities(params, values[:5], params.item_ids, method="map")
     for row in range(5):
-        assert theta[row, 0] == pytest.approx(_brute_force_posterior(params, values[row])[2],
-                                              abs=2e-4)
+        assert theta[row, 0] == pytest.approx(
+            _brute_force_posterior(params, values[row])[2], abs=2e-4
+        )
 
 
 def test_mle_is_the_likelihood_maximum_and_se_the_inverse_information(simulated) -> None:
@@ -78,8 +80,11 @@ def test_mle_is_the_likelihood_maximum_and_se_the_inverse_information(simulated)
     observed = ~np.isnan(row)
 
     def loglik(t: float) -> float:
-        return float(_math.ability_loglik(np.array([[t]]), row, observed, params.a, params.d,
-                                          params.g, params.u)[0])
+        return float(
+            _math.ability_loglik(
+                np.array([[t]]), row, observed, params.a, params.d, params.g, params.u
+            )[0]
+        )
 
     best = theta[0, 0]
     assert loglik(best) >= max(loglik(best - 1e-3), loglik(best + 1e-3))
@@ -118,8 +123,9 @@ def test_prior_methods_fall_back_to_the_prior_without_data() -> None:
     params = random_item_params(10, model="2pl", seed=3)
     values = np.full((1, 10), np.nan)
     for method in ("eap", "map"):
-        theta, se = estimate_abilities(params, values, params.item_ids, method=method,
-                                       prior_mean=0.5, prior_sd=2.0)
+        theta, se = estimate_abilities(
+            params, values, params.item_ids, method=method, prior_mean=0.5, prior_sd=2.0
+        )
         assert theta[0, 0] == pytest.approx(0.5, abs=1e-9)
         assert se[0, 0] == pytest.approx(2.0, abs=1e-6)
 
@@ -159,8 +165,9 @@ def test_single_model_wrapper_matches_the_matrix_version(simulated) -> None:
     for method in METHODS:
         theta, se = estimate_ability(params, scores, method=method)
         assert theta.shape == se.shape == (1,)
-        matrix_theta, matrix_se = estimate_abilities(params, values[:1], params.item_ids,
-                                                     method=method)
+        matrix_theta, matrix_se = estimate_abilities(
+            params, values[:1], params.item_ids, method=method
+        )
         np.testing.assert_allclose(theta, matrix_theta[0], atol=1e-9)
         np.testing.assert_allclose(se, matrix_se[0], atol=1e-9)
 
@@ -244,8 +251,9 @@ def test_ability_gradient_matches_numerical_derivative(model: str, n_dims: int) 
     for k in range(n_dims):
         shift = np.zeros(n_dims)
         shift[k] = step
-        numerical = (_math.ability_loglik(theta + shift, *args)
-                     - _math.ability_loglik(theta - shift, *args)) / (2 * step)
+        numerical = (
+            _math.ability_loglik(theta + shift, *args) - _math.ability_loglik(theta - shift, *args)
+        ) / (2 * step)
         np.testing.assert_allclose(grad[:, k], numerical, rtol=1e-5, atol=1e-6)
     assert np.all(np.linalg.eigvalsh(info) > 0)
     if n_dims == 1:
@@ -267,7 +275,9 @@ def test_item_gradient_matches_numerical_derivative() -> None:
         for k in range(eta.shape[1]):
             shift = np.zeros_like(eta)
             shift[:, k] = step
-            numerical = (_math.item_loglik(model, 1, eta + shift, nodes, r, n)
-                         - _math.item_loglik(model, 1, eta - shift, nodes, r, n)) / (2 * step)
+            numerical = (
+                _math.item_loglik(model, 1, eta + shift, nodes, r, n)
+                - _math.item_loglik(model, 1, eta - shift, nodes, r, n)
+            ) / (2 * step)
             np.testing.assert_allclose(grad[:, k], numerical, rtol=1e-5, atol=1e-5)
         assert np.all(np.linalg.eigvalsh(info) > 0)

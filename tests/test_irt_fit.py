@@ -21,8 +21,15 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
-def _simulated(model: str, n_models: int, n_items: int, *, n_dims: int = 1, seed: int = 0,
-               missing_rate: float = 0.0) -> tuple[ResponseMatrix, ItemParams, np.ndarray]:
+def _simulated(
+    model: str,
+    n_models: int,
+    n_items: int,
+    *,
+    n_dims: int = 1,
+    seed: int = 0,
+    missing_rate: float = 0.0,
+) -> tuple[ResponseMatrix, ItemParams, np.ndarray]:
     params = random_item_params(n_items, model=model, n_dims=n_dims, seed=seed)
     matrix, theta = simulate_responses(params, n_models, seed=seed + 100, missing_rate=missing_rate)
     return matrix, params, theta

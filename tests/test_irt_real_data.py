@@ -25,8 +25,13 @@ from scipy.stats import spearmanr
 from lmeval_microbench.irt import IRTModel, ItemParams, _math
 from lmeval_microbench.responses import ResponseMatrix
 
-METABENCH_MODEL = {"arc": "2pl", "gsm8k": "2pl", "truthfulqa": "2pl", "mmlu": "3pl",
-                   "winogrande": "4pl"}
+METABENCH_MODEL = {
+    "arc": "2pl",
+    "gsm8k": "2pl",
+    "truthfulqa": "2pl",
+    "mmlu": "3pl",
+    "winogrande": "4pl",
+}
 TWO_PL = [bm for bm, model in METABENCH_MODEL.items() if model == "2pl"]
 THETA_GRID = np.linspace(-3.0, 3.0, 61)
 _FITS: dict[str, tuple[ResponseMatrix, IRTModel]] = {}
@@ -48,16 +53,22 @@ def _fitted(shared_data: Path, benchmark: str) -> tuple[ResponseMatrix, IRTModel
 def _metabench_params(shared_data: Path, benchmark: str, item_ids) -> ItemParams:
     path = shared_data / "openllm_v1" / "irt" / f"{benchmark}_B_item_params.csv"
     frame = pd.read_csv(path).set_index("item").loc[list(item_ids)]
-    return ItemParams(tuple(item_ids), frame[["a1.x"]].to_numpy(), frame["d.x"].to_numpy(),
-                      frame["g.x"].to_numpy(), frame["u.x"].to_numpy(),
-                      METABENCH_MODEL[benchmark])
+    return ItemParams(
+        tuple(item_ids),
+        frame[["a1.x"]].to_numpy(),
+        frame["d.x"].to_numpy(),
+        frame["g.x"].to_numpy(),
+        frame["u.x"].to_numpy(),
+        METABENCH_MODEL[benchmark],
+    )
 
 
 def _log_marginal(matrix: ResponseMatrix, params: ItemParams, n_nodes: int = 401) -> float:
     """Log marginal likelihood under N(0, 1), on a fine grid (close to the exact integral)."""
     nodes, log_w = _math.latent_grid(1, n_nodes)
-    loglik = _math.grid_loglik(_math.ScoreArrays(matrix.values), nodes, params.a, params.d,
-                               params.g, params.u)
+    loglik = _math.grid_loglik(
+        _math.ScoreArrays(matrix.values), nodes, params.a, params.d, params.g, params.u
+    )
     return float(_math.posterior_weights(loglik, log_w)[1].sum())
 
 

@@ -92,7 +92,8 @@ def test_normal_matrix_is_unchanged() -> None:
     assert model.n_iter_ == 7
     assert model.loglik_ == pytest.approx(-96860.15774534931, rel=1e-9)
     np.testing.assert_allclose(
-        model.params_.a[:3, 0], [0.9684588364607, 0.8248938099007711, 1.1284374389232432],
+        model.params_.a[:3, 0],
+        [0.9684588364607, 0.8248938099007711, 1.1284374389232432],
         rtol=1e-7,
     )
     np.testing.assert_allclose(

@@ -26,7 +26,13 @@ from lmeval_microbench.bundle import (
     save_bundle,
 )
 from lmeval_microbench.errors import BundleError, InputError
-from lmeval_microbench.publish import CARD_FILE, CARD_TAGS, PublishPlan, publish_bundle
+from lmeval_microbench.publish import (
+    CARD_FILE,
+    CARD_TAGS,
+    PublishPlan,
+    publish_bundle,
+    render_card,
+)
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 
@@ -141,7 +147,8 @@ def test_card_describes_the_subset_and_its_use(saved: Path, bundle: Bundle) -> N
     assert f"`{bundle.method}`" in card and "acc_norm" in card
     assert "| mae | 0.0123 |" in card and "| coverage.90 | 0.91 |" in card
     assert 'load_bundle("hf://me/bench-8")' in card
-    assert "lm_eval " in card and "hf://me/bench-8" in card
+    assert "microbench estimate hf://me/bench-8 --responses scores.csv" in card
+    assert "microbench_" not in card  # the shipped tasks apply other bundles
     assert "allenai/ai2_arc" in card and "ARC-Challenge" in card
 
 
@@ -230,3 +237,54 @@ def test_the_fake_is_called_like_the_real_hfapi(saved: Path, hub: FakeHub) -> No
             inspect.signature(hub.real["snapshot_download"]).bind(*args, **kwargs)
         else:
             inspect.signature(getattr(hub.real["HfApi"], name)).bind(None, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- the card runs
+def _card_commands(card: str) -> list[str]:
+    """The shell commands of the card's bash block, continuation lines joined, comments out."""
+    block = card.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.replace("\\\n", "").splitlines() if line.strip()]
+    return [line for line in lines if not line.lstrip().startswith("#")]
+
+
+def test_card_commands_run_as_written(hub: FakeHub, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Each command of the published card, in order, against the fake Hub (pip install aside)."""
+    import contextlib
+    import io
+    import shlex
+
+    from lmeval_microbench.build import build_bundle
+    from lmeval_microbench.cli.app import main
+    from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+    source, _ = simulate_responses(random_item_params(40, seed=3), 120, seed=4)
+    bundle = build_bundle(
+        source,
+        source.mean_scores(),
+        name="card",
+        benchmark="toy",
+        method="random",
+        budget=10,
+        estimators=["mean"],
+        default_estimator="mean",
+    )
+    publish_bundle(save_bundle(bundle, tmp_path / "card"), "me/bench-8")
+    monkeypatch.chdir(tmp_path)
+    commands = _card_commands(render_card(bundle, "me/bench-8"))
+    assert commands[0] == "pip install lmeval-microbench"
+    python_line, estimate_line = commands[1], commands[2]
+    argv = shlex.split(python_line)
+    assert argv[:2] == ["python", "-c"] and argv[-2] == ">"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(argv[2], {})
+    Path(argv[-1]).write_text(out.getvalue())
+    items = Path("items.txt").read_text().split()
+    assert items == list(bundle.item_ids)
+    # the reader scores those items (two made-up models) as the card's comment says
+    rows = [["model", *items], ["m1", *["1"] * len(items)], ["m2", *["0"] * len(items)]]
+    Path("scores.csv").write_text("\n".join(",".join(row) for row in rows) + "\n")
+    capsys.readouterr()
+    assert main(shlex.split(estimate_line)[1:]) == 0
+    printed = capsys.readouterr().out
+    assert "m1" in printed and "m2" in printed and bundle.name in printed

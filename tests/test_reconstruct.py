@@ -308,7 +308,8 @@ def test_in_run_estimate_is_compared(tmp_path, suite, toys):
     value = bundle_estimator(bundle).estimate(scores).value
     run_of(tmp_path / "b", "m", toys["toya"], seed=4, in_run=value)
     result = reconstruct(tmp_path / "b", bundles=[suite])
-    assert result.notes == [] and result.estimates[0].in_run["value"] == value
+    assert not [n for n in result.notes if "reported estimate" in n]
+    assert result.estimates[0].in_run["value"] == value
 
 
 def test_unknown_bundle_and_duplicate_benchmark_are_errors(tmp_path, suite, toys):

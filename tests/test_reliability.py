@@ -282,13 +282,13 @@ def test_only_source_models_reach_selection_and_fits(synthetic, monkeypatch):
     monkeypatch.setitem(SELECTORS, "spy", SpySelector)
     monkeypatch.setitem(ESTIMATORS, "spy_mean", SpyEstimator)
     fitted: list = []
-    real_fit = reliability.fit_source_irt
+    real_fit = reliability.evaluate.fit_source_irt
 
     def spy_fit(source, **kwargs):
         fitted.append(source.fingerprint())
         return real_fit(source, **kwargs)
 
-    monkeypatch.setattr(reliability, "fit_source_irt", spy_fit)
+    monkeypatch.setattr(reliability.evaluate, "fit_source_irt", spy_fit)
 
     def run(values):
         SpySelector.seen, SpyEstimator.seen = [], []
@@ -342,3 +342,46 @@ def test_reports_are_strict_json_and_markdown(synthetic):
     text = markdown_report(result, truth_note="row mean")
     assert "## extrapolation: 120 source models per split, 30 target models per repeat" in text
     assert "| random | mean | 3 |" in text
+
+
+def test_rows_without_intervals_have_no_coverage_by_thirds() -> None:
+    """Baseline rows (NaN bounds) give NaN per third, not a coverage of 0."""
+    truth = np.linspace(0.0, 1.0, 9)
+    nan = np.full(9, np.nan)
+    thirds = reliability.coverage_by_thirds(truth, truth, nan, nan)
+    assert all(np.isnan(v) for v in thirds.values())
+    assert set(reliability.coverage_by_thirds(truth, truth, truth, truth)) == set(
+        reliability.THIRD_FIELDS
+    )
+
+
+def test_no_repeats_given_means_one_loo_cycle(synthetic):
+    """The CLI's default: one leave-one-out cycle (issue 13: five took over an hour)."""
+    matrix, truth = synthetic
+    small = matrix.select_models(matrix.model_ids[:25])
+    result = run_reliability(
+        small,
+        truth[:25],
+        methods=["random"],
+        estimators=["mean"],
+        budgets=[10],
+        repeats=None,
+        progress=False,
+    )
+    [record] = result.records
+    assert result.info["repeats"] == 1
+    assert record["repeats"] == 1 and record["n_targets"] == 25
+    assert reliability.default_repeats(("random", "extrapolation")) == 5
+
+
+def test_summaries_carry_dior_beside_mdad():
+    """Perfect rankings in every repeat: DIoR 1; one reversed repeat drags the lower bound down."""
+    from lmeval_microbench.reliability.metrics import decision_metrics
+
+    truth = np.linspace(0.2, 0.8, 30)
+    bounds = (truth - 0.01, truth + 0.01)
+    perfect = [(truth, truth + 0.001, *bounds) for _ in range(5)]
+    assert decision_metrics(perfect) == {"tau_dior": 1.0, "top10": 1.0, "top10_dior": 1.0}
+    mixed = decision_metrics([*perfect[:4], (truth, truth[::-1], *bounds)])
+    assert mixed["tau_dior"] < 0  # the reversed draw is in the 2.5 % tail of five
+    assert mixed["top10"] == pytest.approx(0.8)

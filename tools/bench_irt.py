@@ -49,33 +49,66 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data",
-                        help="the shared data folder (default: ../shared/data)")
-    parser.add_argument("--out", type=Path, default=REPO / "bench",
-                        help="folder for irt_speed.json and irt_speed.md (default: bench/)")
-    parser.add_argument("--tools", default=",".join(TOOLS),
-                        help=f"comma-separated subset of {','.join(TOOLS)}")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=REPO / ".." / "shared" / "data",
+        help="the shared data folder (default: ../shared/data)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "bench",
+        help="folder for irt_speed.json and irt_speed.md (default: bench/)",
+    )
+    parser.add_argument(
+        "--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}"
+    )
     parser.add_argument("--threads", type=int, default=2, help="BLAS / torch threads (default 2)")
-    parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="wall-clock limit per (tool, Open LLM matrix) run in seconds "
-                             "(default 1800)")
-    parser.add_argument("--timeout-large", type=float, default=600.0,
-                        help="the same for the psn and synthetic matrices (default 600)")
-    parser.add_argument("--pyirt-epochs", type=int, default=2000,
-                        help="py-irt training epochs (default: its own default, 2000)")
-    parser.add_argument("--synthetic", default="5000x30000",
-                        help="models x items of the synthetic 2PL matrix (default 5000x30000)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="wall-clock limit per (tool, Open LLM matrix) run in seconds (default 1800)",
+    )
+    parser.add_argument(
+        "--timeout-large",
+        type=float,
+        default=600.0,
+        help="the same for the psn and synthetic matrices (default 600)",
+    )
+    parser.add_argument(
+        "--pyirt-epochs",
+        type=int,
+        default=2000,
+        help="py-irt training epochs (default: its own default, 2000)",
+    )
+    parser.add_argument(
+        "--synthetic",
+        default="5000x30000",
+        help="models x items of the synthetic 2PL matrix (default 5000x30000)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic matrix")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="fits of ours per matrix; the fastest is reported (default 3; "
-                             "girth and py-irt run once)")
-    parser.add_argument("--quick", action="store_true",
-                        help="1000x3000 synthetic, first 5000 psn columns, 50 py-irt epochs, "
-                             "other tools on arc and mmlu only")
-    parser.add_argument("--reuse", type=Path,
-                        help="an earlier irt_speed.json: keep its rows of the tools not given to "
-                             "--tools (e.g. rerun only ours when the slow comparators are done); "
-                             "time ratios are recomputed, the rows are labelled as reused")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="fits of ours per matrix; the fastest is reported (default 3; "
+        "girth and py-irt run once)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="1000x3000 synthetic, first 5000 psn columns, 50 py-irt epochs, "
+        "other tools on arc and mmlu only",
+    )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="an earlier irt_speed.json: keep its rows of the tools not given to "
+        "--tools (e.g. rerun only ours when the slow comparators are done); "
+        "time ratios are recomputed, the rows are labelled as reused",
+    )
     parser.add_argument("--job", help=argparse.SUPPRESS)
     parser.add_argument("--job-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -151,8 +184,9 @@ def run_job(spec: dict[str, Any]) -> dict[str, Any]:
     matrix, truth = load_matrix(spec)
     result: dict[str, Any] = {"shape": list(matrix.shape)}
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    fit = {"ours": fit_ours, "ours_1thread": fit_ours, "girth": fit_girth,
-           "pyirt": fit_pyirt}[spec["tool"]]
+    fit = {"ours": fit_ours, "ours_1thread": fit_ours, "girth": fit_girth, "pyirt": fit_pyirt}[
+        spec["tool"]
+    ]
     result.update(fit(matrix, spec))
     result["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     result["rss_before_fit_gib"] = rss_before
@@ -245,12 +279,24 @@ def launch(spec: dict[str, Any], timeout: float, threads: int) -> dict[str, Any]
     """Run one job in a subprocess; timeouts and crashes become a recorded status."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "job.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--job", json.dumps(spec),
-                   "--job-out", str(out)]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--job",
+            json.dumps(spec),
+            "--job-out",
+            str(out),
+        ]
         started = time.perf_counter()
         try:
-            done = subprocess.run(command, env=thread_env(threads), capture_output=True,
-                                  text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                command,
+                env=thread_env(threads),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return {"status": "timeout", "reason": f"no result within {timeout:.0f} s (killed)"}
         wall = time.perf_counter() - started
@@ -291,16 +337,22 @@ def agreement(ours: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
 
 
 def matrix_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
-    base = {"data": str(args.data.resolve()), "seed": args.seed, "threads": args.threads,
-            "epochs": args.pyirt_epochs, "repeats": args.repeats}
+    base = {
+        "data": str(args.data.resolve()),
+        "seed": args.seed,
+        "threads": args.threads,
+        "epochs": args.pyirt_epochs,
+        "repeats": args.repeats,
+    }
     specs = [{**base, "kind": "openllm", "name": bm} for bm in OPENLLM_BENCHMARKS]
     psn = {**base, "kind": "psn", "name": "psn_combine"}
     if args.quick:
         psn["max_items"] = 5000
     specs.append(psn)
     rows, cols = args.synthetic_shape
-    specs.append({**base, "kind": "synthetic", "name": f"synthetic_{rows}x{cols}",
-                  "shape": [rows, cols]})
+    specs.append(
+        {**base, "kind": "synthetic", "name": f"synthetic_{rows}x{cols}", "shape": [rows, cols]}
+    )
     return specs
 
 
@@ -318,8 +370,10 @@ def compared_on(spec: dict[str, Any], tool: str, quick: bool) -> str | None:
     if tool == "pyirt" and spec["kind"] == "synthetic":
         n_obs = spec["shape"][0] * spec["shape"][1]
         if n_obs > PYIRT_MAX_OBSERVATIONS:
-            return (f"{n_obs / 1e6:.0f}M observations: py-irt's long-format Dataset would need "
-                    f"~{n_obs * 100 / 2**30:.0f} GiB (one Python object per observation)")
+            return (
+                f"{n_obs / 1e6:.0f}M observations: py-irt's long-format Dataset would need "
+                f"~{n_obs * 100 / 2**30:.0f} GiB (one Python object per observation)"
+            )
     return None
 
 
@@ -337,12 +391,20 @@ def run_all(args: argparse.Namespace) -> list[dict[str, Any]]:
     for spec, tool in tqdm(jobs, desc="bench_irt", unit="run"):
         reason = compared_on(spec, tool, args.quick)
         if reason is not None:
-            rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool,
-                         "status": "skipped", "reason": reason})
+            rows.append(
+                {
+                    "matrix": spec["name"],
+                    "kind": spec["kind"],
+                    "tool": tool,
+                    "status": "skipped",
+                    "reason": reason,
+                }
+            )
             continue
         threads = 1 if tool == "ours_1thread" else args.threads
-        result = launch({**spec, "tool": tool, "threads": threads}, timeout_for(spec, args),
-                        threads)
+        result = launch(
+            {**spec, "tool": tool, "threads": threads}, timeout_for(spec, args), threads
+        )
         rows.append({"matrix": spec["name"], "kind": spec["kind"], "tool": tool, **result})
     if args.reuse is not None:
         rows += reused_rows(args.reuse, exclude=set(args.tools))
@@ -398,8 +460,11 @@ def machine_info(args: argparse.Namespace) -> dict[str, Any]:
                 break
     except OSError:
         pass
-    versions = {"python": platform.python_version(), "numpy": np.__version__,
-                "scipy": scipy.__version__}
+    versions = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
     for name in ("girth", "py_irt", "torch"):
         try:
             module = __import__(name)
@@ -429,11 +494,16 @@ def tool_cells(row: dict[str, Any] | None) -> list[str]:
     if row["status"] != "ok":
         return [row["status"], "-", "-", "-", "-"]
     agree = row.get("agreement_with_ours", {})
-    difficulty = (f"{fmt(agree.get('r_difficulty'), '.3f')} / "
-                  f"{fmt(agree.get('rho_difficulty'), '.3f')}")
-    return [fmt(row["seconds"], ".1f"), fmt(row.get("time_ratio_vs_ours"), ".1f") + "x",
-            fmt(agree.get("r_discrimination"), ".3f"), difficulty,
-            fmt(agree.get("r_ability"), ".3f")]
+    difficulty = (
+        f"{fmt(agree.get('r_difficulty'), '.3f')} / {fmt(agree.get('rho_difficulty'), '.3f')}"
+    )
+    return [
+        fmt(row["seconds"], ".1f"),
+        fmt(row.get("time_ratio_vs_ours"), ".1f") + "x",
+        fmt(agree.get("r_discrimination"), ".3f"),
+        difficulty,
+        fmt(agree.get("r_ability"), ".3f"),
+    ]
 
 
 def _loads(values: list[float] | None) -> str:
@@ -508,17 +578,22 @@ def markdown(report: dict[str, Any]) -> str:
     if reused:
         origin = reused[0]
         tools = sorted({r["tool"] for r in rows if "reused_from" in r})
-        lines += ["", f"Rows of {', '.join(tools)} are reused from an earlier run "
-                  f"(`{origin['command']}`, started {origin['started_at']}, load average "
-                  f"{_loads(origin['load_average_start'])} at its start and "
-                  f"{_loads(origin['load_average_end'])} at its end); the other rows are "
-                  "from this run. Time ratios are against the 'ours' column; agreement values "
-                  "against our (deterministic) fit."]
+        lines += [
+            "",
+            f"Rows of {', '.join(tools)} are reused from an earlier run "
+            f"(`{origin['command']}`, started {origin['started_at']}, load average "
+            f"{_loads(origin['load_average_start'])} at its start and "
+            f"{_loads(origin['load_average_end'])} at its end); the other rows are "
+            "from this run. Time ratios are against the 'ours' column; agreement values "
+            "against our (deterministic) fit.",
+        ]
     skipped = [r for r in rows if r["status"] != "ok"]
     if skipped:
         lines += ["", "Not run / no result:", ""]
-        lines += [f"- {r['tool']} on {r['matrix']}: {r['status']} ({r.get('reason', '')})"
-                  for r in skipped]
+        lines += [
+            f"- {r['tool']} on {r['matrix']}: {r['status']} ({r.get('reason', '')})"
+            for r in skipped
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -533,8 +608,10 @@ def main(argv: list[str] | None = None) -> int:
     from lmeval_microbench._io import atomic_path, write_json_atomic
 
     if not (args.data / "openllm_v1").exists():
-        print(f"bench_irt: no data at {args.data} (expected openllm_v1/ and psn_irt/)",
-              file=sys.stderr)
+        print(
+            f"bench_irt: no data at {args.data} (expected openllm_v1/ and psn_irt/)",
+            file=sys.stderr,
+        )
         return 2
     given = sys.argv[1:] if argv is None else argv
     command = " ".join(["python tools/bench_irt.py", *given])
@@ -547,11 +624,18 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": started_at,
         "machine": machine,
         "load_average_end": list(os.getloadavg()),
-        "settings": {"tools": args.tools, "reuse": str(args.reuse) if args.reuse else None,
-                     "threads": args.threads, "timeout_s": args.timeout,
-                     "timeout_large_s": args.timeout_large,
-                     "pyirt_epochs": args.pyirt_epochs, "synthetic_shape": args.synthetic_shape,
-                     "quick": args.quick, "seed": args.seed, "repeats": args.repeats},
+        "settings": {
+            "tools": args.tools,
+            "reuse": str(args.reuse) if args.reuse else None,
+            "threads": args.threads,
+            "timeout_s": args.timeout,
+            "timeout_large_s": args.timeout_large,
+            "pyirt_epochs": args.pyirt_epochs,
+            "synthetic_shape": args.synthetic_shape,
+            "quick": args.quick,
+            "seed": args.seed,
+            "repeats": args.repeats,
+        },
         "targets": {"seconds": TARGET_SECONDS, "synthetic_peak_gib": TARGET_PEAK_GIB},
         "total_seconds": time.perf_counter() - started,
         "results": results,

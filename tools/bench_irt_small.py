@@ -50,8 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--label", default="current", help="key of this run in the json")
     parser.add_argument("--seeds", type=int, default=3, help="draws per random case")
     parser.add_argument("--quick", action="store_true", help="no LOO, one seed, no psn_all")
-    parser.add_argument("--psn-loo", type=int, default=12,
-                        help="leave-one-out fits on the psn MMLU block (default: all 12)")
+    parser.add_argument(
+        "--psn-loo",
+        type=int,
+        default=12,
+        help="leave-one-out fits on the psn MMLU block (default: all 12)",
+    )
     return parser.parse_args(argv)
 
 
@@ -126,8 +130,11 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
         "converged_share": float(np.mean([r["converged"] for r in records])),
         "n_iter_median": float(np.median([r["n_iter"] for r in records])),
         "n_iter_max": int(max(r["n_iter"] for r in records)),
-        "max_change_max": max((r["max_change"] for r in records), default=float("nan"),
-                              key=lambda c: -1.0 if np.isnan(c) else c),
+        "max_change_max": max(
+            (r["max_change"] for r in records),
+            default=float("nan"),
+            key=lambda c: -1.0 if np.isnan(c) else c,
+        ),
         "seconds_total": round(float(sum(r["seconds"] for r in records)), 2),
     }
     for key in ("theta_rmse", "theta_corr", "prob_mae"):

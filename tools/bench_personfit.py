@@ -11,7 +11,14 @@ points of chance) the share flagged and whether the interval, widened by
 item right with its chance probability. pythia-14m's real answers (``lm_eval_samples``)
 are a tiny real model.
 
-    python tools/bench_personfit.py --shared /work/shared/data
+The shipped bundles (``lmeval_microbench/task_configs/openllm_v1``) are then measured as a
+user meets them: random responders drawn with each bundle's own chance levels go through
+``reconstruct.estimate_models`` (the path of ``microbench estimate``), and, with
+``--random-gpt2 N``, N random-weights GPT-2 models (2 layers, byte-level tokenizer, built
+here, nothing downloaded) run all six shipped tasks through the real lm-eval API: does the
+printed interval contain the bundle's chance score, and does a person-fit warning come?
+
+    python tools/bench_personfit.py --shared /work/shared/data --random-gpt2 3
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import logging
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +42,10 @@ from bench_reliability import load_openllm
 from lmeval_microbench import personfit as pf
 from lmeval_microbench._types import Estimate
 from lmeval_microbench.build import fit_source_irt
+from lmeval_microbench.bundle import Bundle, load_bundle
 from lmeval_microbench.estimators import make_estimator
+from lmeval_microbench.harness import clear_registry, include_path
+from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.reliability import random_splits
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
@@ -57,6 +69,9 @@ PYTHIA_METRIC = {
     "winogrande": "acc",
     "gsm8k": "exact_match",
 }
+GEN_TOKENS = 32
+"""gsm8k generation cap for the random GPT-2 runs (the task's own is 256): a random-weights
+model writes no '#### <number>' either way, and 256 tokens take ~25 CPU minutes a model."""
 WEAK_MARGIN = 0.05
 ALPHAS = (0.05, 0.01)
 
@@ -230,16 +245,149 @@ def run_benchmark(
     return result
 
 
+# ---------------------------------------------------------------------------- shipped bundles
+def shipped_bundle(bm: str) -> Bundle:
+    bundle = load_bundle(include_path() / "openllm_v1" / bm)
+    if bundle.person_fit is None:
+        raise SystemExit(f"shipped {bm} bundle has no person_fit block: rebuild the suite")
+    return bundle
+
+
+def shipped_random(bm: str, n_sims: int, seed: int) -> dict[str, Any]:
+    """Random responders (each item right with the bundle's chance) through estimate_models."""
+    bundle = shipped_bundle(bm)
+    spec = bundle.person_fit
+    ids = list(bundle.item_ids)
+    rng = np.random.default_rng(seed)
+    values = (rng.random((n_sims, len(ids))) < spec.chance_vector(ids)).astype(np.float64)
+    rows = ResponseMatrix(values, [f"r{k}" for k in range(n_sims)], ids)
+    _, lower, upper = bundle_estimator(bundle).estimate_matrix(rows)
+    records = estimate_models(bundle, rows)
+    after = np.array([(r["estimate_lower"], r["estimate_upper"]) for r in records])
+    return {
+        "bundle": bundle.name,
+        "chance_score": spec.chance_score,
+        "lz_threshold": spec.lz_threshold,
+        "alpha": spec.alpha,
+        "chance_rule": spec.chance_rule,
+        "n_random": n_sims,
+        "guessing": _share(np.array([r["person_fit"]["guessing"] for r in records])),
+        "flagged": _share(np.array([r["person_fit"]["flagged"] for r in records])),
+        "contains_before": _share(_covers(lower, upper, spec.chance_score)),
+        "contains_after": _share(_covers(after[:, 0], after[:, 1], spec.chance_score)),
+    }
+
+
+def shipped_source(data: Path, bm: str) -> dict[str, Any]:
+    """Share of the leaderboard models flagged by the shipped bundle (they are its source
+    models: in-sample, so a floor for the false-alarm rate, not a measure of it)."""
+    bundle = shipped_bundle(bm)
+    matrix, truth, _ = load_openllm(data / "openllm_v1", bm)
+    records = estimate_models(bundle, matrix)
+    flagged = np.array([r["person_fit"]["flagged"] for r in records])
+    ordinary = truth > bundle.person_fit.chance_score + WEAK_MARGIN
+    return {"n_models": int(matrix.n_models), "ordinary_flagged": _share(flagged[ordinary])}
+
+
+def build_random_gpt2(folder: Path, seed: int) -> Path:
+    """A random-weights 2-layer GPT-2 with a byte-level tokenizer, saved in ``folder``."""
+    import tokenizers
+    import torch
+    import transformers
+
+    alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    vocab = {char: k for k, char in enumerate(alphabet)}
+    vocab["<|endoftext|>"] = len(vocab)
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    ).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=1024,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=len(vocab) - 1,
+        eos_token_id=len(vocab) - 1,
+    )
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def random_gpt2_run(seed: int, benchmarks: list[str]) -> dict[str, Any]:
+    """One random-weights GPT-2 through lm-eval on the shipped tasks: printed interval,
+    chance score, person fit and whether the run warned, per benchmark."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    tasks = [f"microbench_{bm}" for bm in benchmarks]
+    handler = _Collect()
+    logger = logging.getLogger("lmeval_microbench.harness")
+    logger.addHandler(handler)
+    started = time.time()
+    try:
+        with tempfile.TemporaryDirectory(prefix="random-gpt2-") as tmp:
+            folder = build_random_gpt2(Path(tmp), seed)
+            results = lm_eval.simple_evaluate(
+                model="hf",
+                model_args=f"pretrained={folder},dtype=float32,device=cpu",
+                tasks=tasks,
+                task_manager=TaskManager(include_path=str(include_path()), include_defaults=False),
+                log_samples=True,
+                batch_size=16,
+                gen_kwargs=f"max_gen_toks={GEN_TOKENS}",
+            )
+    finally:
+        logger.removeHandler(handler)
+        clear_registry()
+    out: dict[str, Any] = {"seconds": round(time.time() - started, 1)}
+    for bm, task in zip(benchmarks, tasks, strict=True):
+        bundle = shipped_bundle(bm)
+        found = results["results"][task]
+        metric = bundle.metric.name
+        scores = {s["doc"]["item_id"]: float(s[metric]) for s in results["samples"][task]}
+        raw = bundle_estimator(bundle).estimate(scores)
+        _, fit, _ = pf.check_estimate(bundle, scores, raw)
+        lower, upper = found["estimate_lower,none"], found["estimate_upper,none"]
+        out[bm] = {
+            "subset_mean": float(np.mean(list(scores.values()))),
+            "estimate": [found["estimate,none"], lower, upper],
+            "raw_interval": [raw.lower, raw.upper],
+            "chance_score": bundle.person_fit.chance_score,
+            "contains_chance": bool(lower <= bundle.person_fit.chance_score <= upper),
+            "warned": any(f"bundle {bundle.name!r}: person fit" in m for m in handler.messages),
+            "lz": fit.lz,
+            "guess_p_value": fit.guess_p_value,
+            "guessing": fit.guessing,
+            "misfit": fit.misfit,
+        }
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def render(results: dict[str, Any], args: argparse.Namespace) -> str:
+def render(results: dict[str, Any], shipped: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "# Person fit: l_z* and the guessing test on Open LLM v1",
         "",
         f"Generated by `python tools/bench_personfit.py --shared {args.shared}"
-        f" --sims {args.sims} --seed {args.seed} --lz-quantile {args.lz_quantile}`.",
+        f" --sims {args.sims} --seed {args.seed} --lz-quantile {args.lz_quantile}"
+        f" --random-gpt2 {args.random_gpt2}`.",
         "",
         "One random 80/20 split per benchmark (`reliability.random_splits`, seed "
         f"{args.seed}). Items, 2PL IRT and the default estimator are rebuilt on the 80 % "
@@ -319,8 +467,72 @@ def render(results: dict[str, Any], args: argparse.Namespace) -> str:
         )
         + ".",
         "",
+        *render_shipped(shipped),
     ]
     return "\n".join(lines)
+
+
+def render_shipped(shipped: dict[str, Any]) -> list[str]:
+    """The section on the shipped bundles: random responders, source models, random GPT-2."""
+    lines = [
+        "## The shipped bundles (`lmeval_microbench/task_configs/openllm_v1`)",
+        "",
+        "Each shipped bundle carries its own person-fit block (threshold, alpha, chance per "
+        "item, chance score). Random responders answer each subset item right with the "
+        "bundle's chance level and go through `reconstruct.estimate_models` (what "
+        "`microbench estimate` and `microbench reconstruct` print); 'leaderboard flagged' is "
+        "the share of the ordinary leaderboard models flagged, all of them the bundle's source "
+        "models (in-sample: the held-out false-alarm rates are the 80/20 tables above).",
+        "",
+        "| benchmark | chance score | l_z* thr. | alpha | random: guessing / any flag | random: "
+        "interval has chance, before → after | leaderboard ordinary flagged |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for bm, r in shipped["random"].items():
+        src = shipped["source"][bm]
+        lines.append(
+            f"| {bm} | {100 * r['chance_score']:.1f} | {r['lz_threshold']:.2f} | {r['alpha']} | "
+            f"{_pct(r['guessing'])} / {_pct(r['flagged'])} | {_pct(r['contains_before'])} → "
+            f"{_pct(r['contains_after'])} | {_pct(src['ordinary_flagged'])} |"
+        )
+    runs = shipped.get("random_gpt2", [])
+    if not runs:
+        return [*lines, ""]
+    lines += [
+        "",
+        f"### {len(runs)} random-weights GPT-2 models through lm-eval",
+        "",
+        "A 2-layer GPT-2 (32 dimensions, byte-level tokenizer) with random weights, one per "
+        "seed, runs the six shipped tasks through `lm_eval.simple_evaluate` (CPU; gsm8k "
+        f"generations capped at {GEN_TOKENS} tokens for time). 'printed' is "
+        "the interval lm-eval's table shows (after person fit); 'raw' the estimator's own; "
+        "'warned' whether the run logged the person-fit warning for that bundle.",
+        "",
+        "| seed | benchmark | subset mean | estimate [printed interval] | raw interval | chance "
+        "| has chance | warned | l_z* | guessing p |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for bm, r in run["benchmarks"].items():
+            v, lo, hi = (100 * x for x in r["estimate"])
+            rlo, rhi = (100 * x for x in r["raw_interval"])
+            lines.append(
+                f"| {run['seed']} | {bm} | {100 * r['subset_mean']:.1f} | {v:.1f} [{lo:.1f}, "
+                f"{hi:.1f}] | [{rlo:.1f}, {rhi:.1f}] | {100 * r['chance_score']:.1f} | "
+                f"{'yes' if r['contains_chance'] else 'NO'} | {'yes' if r['warned'] else 'no'} | "
+                f"{r['lz']:.2f} | {r['guess_p_value']:.3f} |"
+            )
+    hits = [r["contains_chance"] for run in runs for r in run["benchmarks"].values()]
+    warned = [r["warned"] for run in runs for r in run["benchmarks"].values()]
+    lines += [
+        "",
+        f"Interval contains chance: {sum(hits)} of {len(hits)} runs of a benchmark; warned: "
+        f"{sum(warned)} of {len(warned)}. Wall time per model (all six tasks, CPU): "
+        + ", ".join(f"{run['seconds']:.0f} s" for run in runs)
+        + ".",
+        "",
+    ]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,6 +549,14 @@ def main(argv: list[str] | None = None) -> int:
         "little better than new ones, having shaped the IRT fit: 0.04 leaves that margin)",
     )
     parser.add_argument("--benchmarks", nargs="*", default=list(BENCHMARKS))
+    parser.add_argument(
+        "--random-gpt2",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N random-weights GPT-2 models (seeds 0..N-1) through lm-eval on the "
+        "shipped tasks (CPU; minutes each)",
+    )
     args = parser.parse_args(argv)
     if not (args.shared / "openllm_v1").is_dir():
         print(f"no shared data at {args.shared}: nothing to measure", file=sys.stderr)
@@ -347,9 +567,20 @@ def main(argv: list[str] | None = None) -> int:
         recipe = {k: defaults[bm][k] for k in ("method", "budget", "estimator")}
         results[bm] = run_benchmark(args.shared, bm, recipe, args.sims, args.seed, args.lz_quantile)
         print(bm, json.dumps(results[bm], default=str)[:400], flush=True)
+    shipped: dict[str, Any] = {
+        "random": {bm: shipped_random(bm, args.sims, args.seed + 5) for bm in args.benchmarks},
+        "source": {bm: shipped_source(args.shared, bm) for bm in args.benchmarks},
+        "random_gpt2": [],
+    }
+    for seed in range(args.random_gpt2):
+        run = random_gpt2_run(seed, args.benchmarks)
+        seconds = run.pop("seconds")
+        shipped["random_gpt2"].append({"seed": seed, "seconds": seconds, "benchmarks": run})
+        print("random gpt2", seed, json.dumps(run, default=str)[:400], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2, default=float) + "\n")
-    args.out.with_suffix(".md").write_text(render(results, args))
+    report = {**results, "shipped": shipped}
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    args.out.with_suffix(".md").write_text(render(results, shipped, args))
     return 0
 
 

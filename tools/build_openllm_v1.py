@@ -22,11 +22,16 @@ build into a new folder stamps bundles with the current time, or with ``SOURCE_D
 when it is set: two such builds are byte for byte the same. ``--reseal`` rewrites the
 bundles and ``joint.json`` of ``--out`` in the current file format (schema version,
 checksums) without refitting anything: every number and creation time stays.
+``--person-fit`` adds (or refreshes) each bundle's ``person_fit`` block from the data without
+refitting anything else: the same block a full build writes (l_z* threshold at the 4 %
+quantile of the source models, alpha 0.01, chance 1 / number of choices per item, gsm8k the
+weakest source models' item rates; see :func:`item_chance`).
 
     python tools/build_openllm_v1.py                      # all six, bench/defaults.json
     python tools/build_openllm_v1.py --budget 40,mmlu=60  # 40 items each, mmlu 60
     python tools/build_openllm_v1.py --benchmarks arc --method anchor_points --out /tmp/suite
     python tools/build_openllm_v1.py --reseal             # after a change of the file format
+    python tools/build_openllm_v1.py --person-fit         # add the person-fit blocks only
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from lmeval_microbench.harness import (
 )
 from lmeval_microbench.hook import JOINT_FILE
 from lmeval_microbench.joint import JointEstimator
+from lmeval_microbench.personfit import build_spec
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.truth import align_target, read_scores
 
@@ -115,19 +121,19 @@ BENCHMARKS: dict[str, Benchmark] = {
     "arc": Benchmark(
         "arc", 25, "metabench_idx", "alltwentyfiveshot_longprompt",
         DatasetCoordinates("allenai/ai2_arc", "ARC-Challenge", "test"), 1172,
-        _spec("arc", "process_acc_norm", "microbench_arc (25-shot)"),
+        _spec("arc", "process_acc_norm", "microbench_arc (25-shot prompts built in)"),
         "ARC-Challenge, 25-shot, acc_norm",
     ),
     "hellaswag": Benchmark(
         "hellaswag", 10, "metabench_idx", "alltenshot_longprompt",
         DatasetCoordinates("Rowan/hellaswag", None, "validation"), 10042,
-        _spec("hellaswag", "process_acc_norm", "microbench_hellaswag (10-shot)"),
+        _spec("hellaswag", "process_acc_norm", "microbench_hellaswag (10-shot prompts built in)"),
         "HellaSwag, 10-shot, acc_norm",
     ),
     "mmlu": Benchmark(
         "mmlu", 5, "mb_sub_idx", "allfiveshot_longprompt",
         DatasetCoordinates("cais/mmlu", "all", "test"), 14042,
-        _spec("mmlu", "process_acc", "microbench_mmlu (5-shot)"),
+        _spec("mmlu", "process_acc", "microbench_mmlu (5-shot prompts built in)"),
         "MMLU, 5-shot, acc (the estimate is the item-level mean; the leaderboard averaged "
         "the 57 subjects)",
     ),
@@ -141,14 +147,14 @@ BENCHMARKS: dict[str, Benchmark] = {
     "winogrande": Benchmark(
         "winogrande", 5, "metabench_idx", "allfiveshot_longprompt",
         DatasetCoordinates("winogrande", "winogrande_xl", "validation"), 1267,
-        _spec("winogrande", "process_acc", "microbench_winogrande (5-shot)",
+        _spec("winogrande", "process_acc", "microbench_winogrande (5-shot prompts built in)",
               multiple_input=True),
         "WinoGrande, 5-shot, acc with partial scoring",
     ),
     "gsm8k": Benchmark(
         "gsm8k", 5, "metabench_idx", "allfiveshot_longprompt",
         DatasetCoordinates("gsm8k", "main", "test"), 1319,
-        _spec("gsm8k", "process_gsm8k", "microbench_gsm8k (5-shot)",
+        _spec("gsm8k", "process_gsm8k", "microbench_gsm8k (5-shot prompts built in)",
               output_type="generate_until",
               generation_kwargs={"until": GSM8K_STOP, "do_sample": False,
                                  "temperature": 0.0, "max_gen_toks": 256}),
@@ -412,8 +418,23 @@ def override_recipes(recipes: dict[str, Recipe], args: argparse.Namespace) -> di
     return changed
 
 
+def item_chance(bm: Benchmark, docs: Mapping[str, dict]) -> dict[str, float] | None:
+    """Chance of a right answer by guessing, per matrix item: 1 / number of choices (options,
+    or winogrande's contexts); None for gsm8k, which has no choices (``build_bundle`` then
+    uses the item rates of the weakest 5 % of source models). The bundle's chance score is
+    the mean over these items (metabench's items of the benchmark, not all of it)."""
+    if bm.spec.output_type == "generate_until":
+        return None
+    return {item: 1.0 / len(doc.get("contexts") or doc["options"]) for item, doc in docs.items()}
+
+
 def make_bundle(
-    bm: Benchmark, source: ResponseMatrix, target: np.ndarray, recipe: Recipe, name: str
+    bm: Benchmark,
+    source: ResponseMatrix,
+    target: np.ndarray,
+    recipe: Recipe,
+    name: str,
+    chance: Mapping[str, float] | None,
 ) -> Bundle:
     bundle = build_bundle(
         source,
@@ -428,6 +449,7 @@ def make_bundle(
         metric=MetricSpec(name=bm.spec.estimated_metric),
         dataset=bm.dataset,
         license=LICENSE,
+        chance=chance,
     )
     reliability = dict(bundle.reliability)
     if recipe.held_out:
@@ -488,6 +510,33 @@ def reseal(out: Path, names: list[str]) -> None:
     state.pop(SEAL_KEY, None)
     JointEstimator.from_state(state)  # still a valid state
     write_joint_state(path, state)
+
+
+def add_person_fit(out: Path, data: Path, names: list[str]) -> None:
+    """Add or refresh the ``person_fit`` block of the suite's bundles, refitting nothing else.
+
+    The source matrix must be the one the bundle was built from (its fingerprint); the block
+    is computed from the bundle's own IRT parameters exactly as a full build computes it.
+    """
+    for name in names:
+        bm = BENCHMARKS[name]
+        folder = out / bm.spec.data_dir
+        bundle = load_bundle(folder)
+        docs, _ = build_docs(bm, data, bundle.name)
+        source, target = align_target(source_matrix(bm, data, docs), read_truth(bm, data))
+        if source.fingerprint() != bundle.provenance.source_sha256:
+            raise InputError(
+                f"{folder}: bundle {bundle.name!r} was built from another source matrix than "
+                f"{data}; rebuild it instead"
+            )
+        ids = list(bundle.item_ids)
+        values = source.values[:, source.item_positions(ids)]
+        spec = build_spec(bundle.irt, values, ids, target, item_chance(bm, docs))
+        save_bundle(replace(bundle, person_fit=spec), folder, overwrite=True)
+        print(
+            f"{name:<11} l_z* threshold {spec.lz_threshold:.2f}, chance score "
+            f"{spec.chance_score:.3f} ({spec.chance_rule})"
+        )
 
 
 def bundle_name(bm: Benchmark, recipe: Recipe) -> str:
@@ -623,6 +672,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="only rewrite the files of --out in the current format (no data, no refitting)",
     )
+    parser.add_argument(
+        "--person-fit",
+        action="store_true",
+        help="only add the person-fit block to the bundles of --out (from the data, no refitting)",
+    )
     args = parser.parse_args(argv)
     args.names = [name.strip() for name in args.benchmarks.split(",") if name.strip()]
     unknown = [name for name in args.names if name not in BENCHMARKS]
@@ -641,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         reseal(args.out, args.names)
         print(f"resealed {args.out}")
         return 0
+    if args.person_fit:
+        add_person_fit(args.out, args.data, args.names)
+        return 0
     recipes = override_recipes(read_recipes(args.defaults, args.names), args)
     built: list[tuple[Benchmark, Bundle]] = []
     sources: dict[str, tuple[ResponseMatrix, np.ndarray]] = {}
@@ -655,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         docs, equal = build_docs(bm, args.data, label)
         source, target = align_target(source_matrix(bm, args.data, docs), read_truth(bm, args.data))
         sources[name] = (source, target)
-        bundle = make_bundle(bm, source, target, recipe, label)
+        bundle = make_bundle(bm, source, target, recipe, label, item_chance(bm, docs))
         write_task(args.out, bm.spec, bundle, [docs[item] for item in bundle.item_ids])
         built.append((bm, bundle))
         cv_mae = bundle.reliability["cv_mae_source"][bundle.default_estimator]

@@ -16,12 +16,19 @@ SECTIONS = [
     ("irt_speed.md", "tools/bench_irt.py"),
     ("estimators.md", "tools/eval_estimators.py"),
     ("reliability.md", "tools/bench_reliability.py"),
+    ("reliability_speed.md", "tools/bench_reliability_speed.py"),
+    ("populations.md", "tools/bench_populations.py"),
     ("ours.md", "tools/eval_ours.py"),
     ("joint.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),
     ("irt_small.md", "tools/bench_irt_small.py"),
     ("personfit.md", "tools/bench_personfit.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),
+    ("auto.md", "tools/bench_auto.py"),
+    ("curves.md", "tools/bench_curves.py"),
+    ("rank.md", "tools/bench_rank.py"),
+    ("adaptive.md", "tools/bench_adaptive.py"),
+    ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
 ]
 HEADER = """# Benchmarks
 

@@ -25,7 +25,9 @@ Versioning: ``schema_version`` is ``"major.minor"``. A reader refuses another ma
 it reads a newer minor version with a :class:`BundleVersionWarning`, ignoring the fields it
 does not know (minor versions only ever add optional fields). Unknown fields in a file of
 this version or older are an error, because they are typos. 1.1 added
-``checksums.document``, which seals the list of side files too.
+``checksums.document``, which seals the list of side files too; 1.2 the optional
+``person_fit`` block (:mod:`.fit_spec`: thresholds and chance levels of the person-fit check).
+A reader accepts ``person_fit`` in a file of any 1.x version; older bundles simply have none.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,7 +52,10 @@ from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 
-SCHEMA_VERSION = "1.1"
+if TYPE_CHECKING:
+    from .fit_spec import PersonFitSpec
+
+SCHEMA_VERSION = "1.2"
 """Version this package writes; it reads any ``1.x``."""
 
 SCORE_SCALES = ("fraction", "percent")
@@ -362,6 +367,7 @@ _TOP_LEVEL = (
     "default_estimator",
     "provenance",
     "reliability",
+    "person_fit",
 )
 
 
@@ -384,6 +390,7 @@ class Bundle:
     dataset : Hugging Face coordinates of the benchmark documents, or None.
     reliability : measured numbers (e.g. ``{"mae": 0.012, "coverage": 0.91}``); may be empty.
     license : licence of the bundle's content (Hub card); None means "other".
+    person_fit : thresholds and chance levels of the person-fit check, or None (no check).
     """
 
     name: str
@@ -399,6 +406,7 @@ class Bundle:
     reliability: dict[str, Any] = field(default_factory=dict)
     license: str | None = None
     description: str | None = None
+    person_fit: PersonFitSpec | None = None
 
     def __post_init__(self) -> None:
         for attr in ("name", "benchmark"):
@@ -412,6 +420,7 @@ class Bundle:
         )
         object.__setattr__(self, "subset", self._checked_subset_info(self.subset))
         self._check_irt_coverage()
+        self._check_person_fit()
         if self.provenance.n_source_items < self.subset.budget:
             raise BundleError(
                 f"provenance.n_source_items: {self.provenance.n_source_items} is smaller than "
@@ -485,6 +494,15 @@ class Bundle:
                 f"{self.provenance.n_source_items} items of the source matrix"
             )
 
+    def _check_person_fit(self) -> None:
+        """Per-item chance must be the subset's items. Person fit needs the IRT parameters: a
+        bundle built without them (``replace(bundle, irt=None)``) has no check; a *file*
+        holding both ``person_fit`` and ``"irt": null`` is refused when read."""
+        if self.person_fit is None:
+            return
+        checked = None if self.irt is None else self.person_fit.for_items(self.subset.item_ids)
+        object.__setattr__(self, "person_fit", checked)
+
     # ------------------------------------------------------------------ access
     @property
     def item_ids(self) -> tuple[ItemId, ...]:
@@ -546,6 +564,7 @@ class Bundle:
             "default_estimator": self.default_estimator,
             "provenance": self.provenance.to_dict(),
             "reliability": self.reliability,
+            "person_fit": None if self.person_fit is None else self.person_fit.to_dict(),
         }
 
     @classmethod
@@ -565,10 +584,15 @@ class Bundle:
 
     @classmethod
     def _from_dict(cls, obj: Mapping[str, Any], source: str) -> Bundle:
+        from .fit_spec import PersonFitSpec
+
         lenient = check_version(obj.get("schema_version"), source)
         _no_unknown(obj, (*_TOP_LEVEL, "checksums"), source, lenient)
         dataset = _get(obj, "dataset", (dict, type(None)), "", None)
         irt = _get(obj, "irt", (dict, type(None)), "", None)
+        fit = _get(obj, "person_fit", (dict, type(None)), "", None)
+        if fit is not None and irt is None:
+            raise BundleError("person_fit: a person-fit check needs the bundle's IRT parameters")
         subset, hashes = _subset_from_dict(_get(obj, "subset", dict, ""), lenient)
         return cls(
             name=_get(obj, "name", str, ""),
@@ -591,6 +615,7 @@ class Bundle:
             reliability=dict(_get(obj, "reliability", dict, "", {})),
             license=_get(obj, "license", (str, type(None)), "", None),
             description=_get(obj, "description", (str, type(None)), "", None),
+            person_fit=None if fit is None else PersonFitSpec.from_dict(fit, "person_fit", lenient),
         )
 
     @classmethod
@@ -610,6 +635,7 @@ class Bundle:
         license: str | None = None,
         description: str | None = None,
         created: str | None = None,
+        person_fit: PersonFitSpec | None = None,
     ) -> Bundle:
         """Assemble a bundle from a selection run in one call (what ``microbench build`` does).
 
@@ -653,6 +679,7 @@ class Bundle:
             reliability=dict(reliability or {}),
             license=license,
             description=description,
+            person_fit=person_fit,
         )
 
 

@@ -1,15 +1,78 @@
-"""Argument types and output helpers shared by the subcommands."""
+"""Argument types, shared options and output helpers of the subcommands.
+
+The CLI grew one command at a time; these rules keep it one CLI (``tests/test_cli_options.py``
+checks them on every subcommand's parser):
+
+* The same thing has the same name everywhere:
+
+  - ``--responses FILE``: the response matrix (.parquet or .csv) a command reads
+    (``estimate`` also takes lm-eval output folders there);
+  - ``--irt-model {1pl,2pl,3pl,4pl}``: the IRT model;
+  - ``--model-id ID``: a model's id in a matrix or a run;
+  - ``--method``/``--methods``, ``--estimator``/``--estimators``: selection methods and
+    estimators by name, their values listed in the help and checked while parsing;
+  - ``--seed``, ``--level``, ``--benchmark``, ``--format``, ``--quiet`` (no progress bars).
+
+* Options handed to lm-eval keep lm-eval's spelling: ``--model`` (only ever lm-eval's model
+  type), ``--model_args``, ``--tasks``, ``--include_path``, ``--batch_size``, ``--device``,
+  ``--output_path``.
+
+* ``--out PATH`` is where a command writes its result; what kind of path (a file, a JSON file
+  with its markdown table beside it, a folder) is said in its help. Existing output is never
+  replaced without ``--overwrite``, and that is checked before any work starts.
+
+* Every option has help text; names, files and combinations are checked before any work, and
+  a refused command line is one line, ``microbench CMD: error: ...`` with status 2, as every
+  other refusal (:class:`CommandParser`). ``microbench`` alone prints the command list on
+  stderr with status 2 (no command is a usage error, as for git).
+
+* A renamed spelling keeps working for one release and prints, once, on stderr:
+  ``microbench CMD: OLD is deprecated; use NEW`` (:func:`deprecated`); it is hidden from
+  ``--help``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 from ..errors import InputError
 
+IRT_MODELS = ("1pl", "2pl", "3pl", "4pl")
+"""``irt.params.MODEL_TYPES``, spelled out so that ``--help`` needs no scientific imports."""
 
+METHODS = ("anchor_points", "dpp", "greedy", "metabench", "random", "stratified", "tinybenchmarks")
+"""``selection.SELECTORS`` by name (a test keeps the two equal)."""
+
+ESTIMATORS = ("anchor", "calibrated", "gpirt", "irt", "kridge", "mean", "pirt", "ridge")
+"""``estimators.ESTIMATORS`` by name (a test keeps the two equal)."""
+
+AUTO = "auto"
+"""``auto.AUTO``: let ``build`` choose by cross-validation."""
+
+
+# ---------------------------------------------------------------------------- parsing
+class UsageError(InputError):
+    """A command line argparse refused; ``prog`` names the (sub)command."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Refuses a bad command line with the one-line error every other refusal has, instead
+    of argparse's usage block; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, f"{message} (`{self.prog} --help` lists the options)")
+
+
+# ---------------------------------------------------------------------------- value types
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -20,7 +83,58 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_seed(parser: argparse.ArgumentParser) -> None:
+def interval_level(text: str) -> float:
+    """A level strictly between 0 and 1, refused while parsing rather than after the work."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _name_in(known: Sequence[str], kind: str, extra: Sequence[str] = ()) -> Callable[[str], str]:
+    """A ``type=`` that accepts one of ``known`` (or ``extra``) and lists them otherwise."""
+    allowed = (*known, *extra)
+
+    def check(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"unknown {kind} {text!r}; choose from {', '.join(allowed)}"
+            )
+        return text
+
+    return check
+
+
+def _names_in(known: Sequence[str], kind: str) -> Callable[[str], str]:
+    """A ``type=`` for a comma-separated list of ``known`` names (kept as the text)."""
+    one = _name_in(known, kind)
+
+    def check(text: str) -> str:
+        for part in text.split(","):
+            one(part.strip())
+        return text
+
+    return check
+
+
+method_name = _name_in(METHODS, "selection method")
+method_or_auto = _name_in(METHODS, "selection method", (AUTO,))
+method_names = _names_in(METHODS, "selection method")
+estimator_name = _name_in(ESTIMATORS, "estimator")
+estimator_or_auto = _name_in(ESTIMATORS, "estimator", (AUTO,))
+estimator_names = _names_in(ESTIMATORS, "estimator")
+
+
+def listing(names: Sequence[str]) -> str:
+    """``a, b, c`` for help texts (argparse escapes nothing here: no ``%`` in names)."""
+    return ", ".join(names)
+
+
+# ---------------------------------------------------------------------------- shared options
+def add_seed(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
 
@@ -29,25 +143,161 @@ def add_format(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=("table", "json"),
         default="table",
-        help="output format (default: table)",
+        help="what to print: table or json (default: table)",
     )
 
 
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_irt_model(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--irt-model",
+        choices=IRT_MODELS,
+        default="2pl",
+        help=f"IRT model: {listing(IRT_MODELS)} (default: 2pl)",
+    )
+
+
+def add_responses(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    required: bool = True,
+    help: str = "response matrix (.parquet or .csv)",
+) -> None:
+    parser.add_argument("--responses", metavar="FILE", required=required, help=help)
+
+
+def add_out(
+    parser: argparse.ArgumentParser,
+    what: str,
+    *,
+    required: bool = False,
+    type: Callable[[str], Any] = str,
+) -> None:
+    """``--out`` and ``--overwrite`` with the one wording every command uses."""
+    parser.add_argument(
+        "--out",
+        metavar="PATH",
+        type=type,
+        required=required,
+        help=f"{what} (refuses to replace it without --overwrite)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace what --out names if it exists"
+    )
+
+
+# ---------------------------------------------------------------------------- deprecations
+def deprecated(command: str, old: str, new: str) -> None:
+    """Tell the user, on stderr, that a spelling will go; the old one still works."""
+    print(f"microbench {command}: {old} is deprecated; use {new}", file=sys.stderr)
+
+
+class _DeprecatedOption(argparse.Action):
+    """An old option spelling: stores into the new option's dest and says so once."""
+
+    def __init__(self, *args: Any, command: str, new: str, append: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.command, self.new, self.append, self.said = command, new, append, False
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if not self.said:
+            deprecated(self.command, str(option_string), self.new)
+            self.said = True
+        if self.append:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    command: str,
+    old: str,
+    new: str,
+    *,
+    append: bool = False,
+    **kwargs: Any,
+) -> None:
+    """Keep ``old`` working as ``new`` for one release, hidden from ``--help``.
+
+    ``append`` for a repeatable ``new``; ``kwargs`` are the new option's (``dest``, ``type``,
+    ``choices``, ``metavar``).
+    """
+    parser.add_argument(
+        old,
+        action=_DeprecatedOption,
+        command=command,
+        new=new,
+        append=append,
+        help=argparse.SUPPRESS,
+        **kwargs,
+    )
+
+
+def add_deprecated_matrix(parser: argparse.ArgumentParser) -> None:
+    """The matrix as a positional argument: the old spelling of ``--responses``."""
+    parser.add_argument("matrix", nargs="?", help=argparse.SUPPRESS)
+
+
+def resolve_matrix(args: argparse.Namespace, command: str) -> None:
+    """``--responses`` from a deprecated positional MATRIX; one of them is required and
+    must exist (a missing file is "no such file", not "not a readable parquet file")."""
+    positional = getattr(args, "matrix", None)
+    if positional is not None:
+        if args.responses is not None:
+            raise InputError(
+                f"the matrix is given twice ({positional} and --responses {args.responses})"
+            )
+        deprecated(command, "the positional MATRIX", "--responses MATRIX")
+        args.responses = positional
+    if args.responses is None:
+        raise InputError("--responses FILE is required (the response matrix)")
+    check_exists(args.responses, "--responses")
+
+
+# ---------------------------------------------------------------------------- checks
+def check_exists(path: str | Path, option: str) -> Path:
+    """An input path, refused before any work when absent (``no such file or folder``)."""
+    found = Path(path)
+    if not found.exists():
+        raise InputError(f"{option} {found}: no such file or folder")
+    return found
+
+
+def refuse_existing(paths: Sequence[Path], overwrite: bool) -> None:
+    """The one overwrite rule: an existing output is replaced only with ``--overwrite``."""
+    for path in paths:
+        if path.exists() and not overwrite:
+            raise InputError(f"--out {path} exists; pass --overwrite to replace it")
+
+
+# ---------------------------------------------------------------------------- printing
 def print_json(payload: Any) -> None:
     json.dump(payload, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def table_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """A plain markdown table (readable in a terminal, pasteable into a README)."""
 
     def cell(value: Any) -> str:
         return f"{value:.4g}" if isinstance(value, float) else str(value)
 
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "|".join("---" for _ in columns) + "|")
-    for row in rows:
-        print("| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    print(table_text(rows, columns), end="")
 
 
 def split_list(text: str | None) -> list[str] | None:

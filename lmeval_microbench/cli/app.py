@@ -9,8 +9,12 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import MicrobenchError
+from . import adaptive as adaptive_command
 from . import build, collect, demo, estimate, fit, publish, reconstruct, reliability, tasks_dir
+from . import curve as curve_command
 from . import eval as eval_command
+from . import rank as rank_command
+from ._options import CommandParser, UsageError
 
 SUBCOMMANDS = (
     collect,
@@ -18,23 +22,28 @@ SUBCOMMANDS = (
     build,
     estimate,
     reconstruct,
+    curve_command,
     eval_command,
     tasks_dir,
     publish,
     demo,
     reliability,
+    adaptive_command,
+    rank_command,
 )
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="microbench",
         description=(
             "Build small item subsets of lm-eval benchmarks and estimate full scores from them."
         ),
+        epilog="`microbench COMMAND --help` shows a command's options and examples.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # not required by argparse: a bare `microbench` gets the command list, not just "required"
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(commands)
     return parser
@@ -44,9 +53,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one-line errors for expected failures, tracebacks with MICROBENCH_DEBUG=1.
 
     Ctrl-C is one line and exit status 130; outputs are written atomically, so an
-    interrupted command leaves nothing half-written.
+    interrupted command leaves nothing half-written. A command line argparse refuses is one
+    line too; no command at all prints the help (the command list) on stderr, status 2.
     """
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"{exc.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.command is None:  # a usage error, as git's: the command list on stderr, status 2
+        parser.print_help(sys.stderr)
+        return 2
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -10,11 +10,31 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ._options import add_seed, positive_int, print_json, split_list
+from ._options import (
+    AUTO,
+    ESTIMATORS,
+    METHODS,
+    add_deprecated,
+    add_deprecated_matrix,
+    add_irt_model,
+    add_out,
+    add_responses,
+    add_seed,
+    estimator_names,
+    estimator_or_auto,
+    listing,
+    method_or_auto,
+    positive_int,
+    print_json,
+    resolve_matrix,
+    split_list,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,28 +48,48 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "build",
         help="select items from a response matrix; write a bundle or a micro lm-eval task",
         description=(
-            "Select BUDGET items with METHOD from the source models of MATRIX, fit IRT and the "
-            "score estimators on them, and write a bundle folder (bundle.json); with --task, "
-            "a working lm-eval task folder running the selected items of that task."
+            "Select BUDGET items with METHOD from the source models of --responses, fit IRT "
+            "and the score estimators on them, and write a bundle folder (bundle.json); with "
+            "--task, a working lm-eval task folder running the selected items of that task."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "examples:\n"
-            "  microbench build mmlu_B.parquet --method anchor_points --budget 50 \\\n"
+            "  microbench build --responses mmlu_B.parquet --method anchor_points --budget 50 \\\n"
             "      --scores mmlu_B_scores.csv --score-column full_score_metabench \\\n"
             "      --benchmark mmlu --out bundles/mmlu-50\n"
-            "  microbench build arc_easy.parquet --task arc_easy --metric acc_norm \\\n"
+            "  microbench build --responses arc_easy.parquet --task arc_easy --metric acc_norm \\\n"
             "      --method greedy --budget 50 --out my_tasks/\n"
             "  lm-eval run --model hf --model_args pretrained=MODEL --include_path my_tasks/ \\\n"
             "      --tasks micro_arc_easy --log_samples --output_path out/"
         ),
     )
-    parser.add_argument("matrix", help="response matrix of the source models (.parquet or .csv)")
+    add_responses(
+        parser, required=False, help="response matrix of the source models (.parquet or .csv)"
+    )
+    add_deprecated_matrix(parser)
     parser.add_argument(
-        "--method", default="anchor_points", help="selection method (default: anchor_points)"
+        "--method",
+        type=method_or_auto,
+        metavar="METHOD",
+        help=f"selection method: {listing(METHODS)}, or auto (default: auto: method and "
+        "estimator chosen by nested cross-validation over the source models, never one that "
+        "does worse there than random items with their plain mean; the choice is recorded in "
+        "the bundle)",
     )
     parser.add_argument(
-        "--budget", type=positive_int, required=True, help="number of items to keep"
+        "--budget",
+        type=_budget,
+        required=True,
+        help="number of items to keep, or auto (with --target-mae)",
+    )
+    parser.add_argument(
+        "--target-mae",
+        type=float,
+        help="with --budget auto: the error to reach, in score points (percent of the full "
+        "benchmark: 2 means 2 points); the smallest budget of the grid 10, 25, 50, 100, 200, "
+        "400 (up to the item count) whose chosen recipe reaches it in cross-validation, else "
+        "the largest",
     )
     parser.add_argument(
         "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
@@ -64,11 +104,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="scale of --scores (default: auto: percent when a score exceeds 1, else the one "
         "that agrees with the matrix row means; an unclear case is refused)",
     )
-    parser.add_argument("--estimators", help="comma-separated estimators to fit (default: all)")
-    parser.add_argument("--default-estimator", default=None, help="estimator used by default")
-    parser.add_argument("--irt-model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
     parser.add_argument(
-        "--benchmark", help="benchmark name, e.g. mmlu (default with --task: the task name)"
+        "--estimators",
+        type=estimator_names,
+        metavar="NAMES",
+        help=f"comma-separated estimators to fit, of {listing(ESTIMATORS)} (default: all)",
+    )
+    parser.add_argument(
+        "--default-estimator",
+        type=estimator_or_auto,
+        metavar="NAME",
+        help=f"estimator used by default, of {listing(ESTIMATORS)}, or auto (chosen with the "
+        "method; default: auto with --method auto, else the fitted estimator with the lowest "
+        "cross-validated error on the source models)",
+    )
+    add_irt_model(parser)
+    parser.add_argument(
+        "--benchmark",
+        help="benchmark name, e.g. mmlu (required unless --task, whose name is the default)",
     )
     parser.add_argument("--name", help="bundle name (default: BENCHMARK-BUDGET-METHOD)")
     parser.add_argument(
@@ -85,18 +138,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset-split", help="dataset split")
     parser.add_argument("--dataset-revision", help="dataset revision (commit sha)")
     parser.add_argument("--license", help="licence of the bundle content (for the Hub card)")
-    parser.add_argument("--out", required=True, help="bundle folder (or task folder) to write")
     parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing bundle or task (other files in the folder stay)",
+        "--chance",
+        type=float,
+        help="probability of a right answer by guessing, for the person-fit check, e.g. 0.25 "
+        "for four choices (default: each item's rate among the weakest 5%% of source models)",
+    )
+    add_out(
+        parser,
+        "bundle folder to write, or with --task the task folder (other files in it stay)",
+        required=True,
     )
     add_seed(parser)
     task = parser.add_argument_group("an lm-eval task folder (--task)")
     task.add_argument(
         "--task", help="the original lm-eval task: its name, or the path of its YAML file"
     )
-    task.add_argument("--include-path", help="folder of task YAMLs lm-eval should search too")
+    task.add_argument("--include_path", help="folder of task YAMLs lm-eval should search too")
+    add_deprecated(task, "build", "--include-path", "--include_path", dest="include_path")
     task.add_argument("--micro-task", help="name of the new task (default: micro_TASK)")
     task.add_argument(
         "--id-field",
@@ -124,14 +183,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.task is None and args.benchmark is None:
         raise InputError("--benchmark is required (or --task, whose name it then defaults to)")
-    matrix = ResponseMatrix.read(args.matrix)
+    _check_recipe_args(args)
+    resolve_matrix(args, "build")
+    matrix = ResponseMatrix.read(args.responses)
     scores = (
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
     )
     source, target = align_target(matrix, scores)
     if args.task is not None:
         return _build_task(args, source, target)
-    bundle = _build(args, source, target, args.benchmark, args.metric or "acc", _coordinates(args))
+    recipe = _resolve_recipe(args, source, target)
+    bundle = _build(
+        args, recipe, source, target, args.benchmark, args.metric or "acc", _coordinates(args)
+    )
     from ..bundle import save_bundle
 
     folder = save_bundle(bundle, args.out, overwrite=args.overwrite)
@@ -139,8 +203,64 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget(text: str) -> int | str:
+    return "auto" if text == "auto" else positive_int(text)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What the bundle is built with: named by the user or chosen by ``auto``."""
+
+    method: str
+    budget: int
+    default_estimator: str | None
+    """None: the fitted estimator with the lowest cross-validated error (``build_bundle``)."""
+    estimators: list[str] | None
+    record: dict[str, Any] | None = None
+
+
+def _check_recipe_args(args: argparse.Namespace) -> None:
+    """Inconsistent auto options fail before the matrix is read (names failed parsing)."""
+    from ..auto import check_target_mae
+
+    if args.budget == AUTO and args.target_mae is None:
+        raise InputError("--budget auto needs --target-mae (the error to reach, in points)")
+    if args.budget != AUTO and args.target_mae is not None:
+        raise InputError("--target-mae chooses the budget: pass it with --budget auto")
+    check_target_mae(args.target_mae)
+
+
+def _resolve_recipe(
+    args: argparse.Namespace, source: ResponseMatrix, target: np.ndarray
+) -> _Recipe:
+    """The user's recipe, or the one ``choose_recipe`` picks where any part is ``auto``."""
+    from ..auto import AUTO, FLOOR, Candidate, choose_recipe
+
+    estimators = split_list(args.estimators)
+    method = args.method or AUTO
+    if AUTO not in (method, args.budget, args.default_estimator):
+        return _Recipe(method, args.budget, args.default_estimator, estimators)
+    fixed = args.default_estimator if args.default_estimator not in (None, AUTO) else None
+    choice = choose_recipe(
+        source,
+        target,
+        methods=None if method == AUTO else [method],
+        estimators=[fixed] if fixed else estimators,
+        budgets=None if args.budget == AUTO else [args.budget],
+        target_mae=args.target_mae,
+        floor=Candidate(FLOOR.method if method == AUTO else method, fixed or FLOOR.estimator),
+        seed=args.seed,
+        irt_model=args.irt_model,
+    )
+    print("\n".join(choice.table_lines()), file=sys.stderr)
+    if estimators is not None and choice.estimator not in estimators:
+        estimators = [*estimators, choice.estimator]
+    return _Recipe(choice.method, choice.budget, choice.estimator, estimators, choice.as_record())
+
+
 def _build(
     args: argparse.Namespace,
+    recipe: _Recipe,
     source: ResponseMatrix,
     target: np.ndarray,
     benchmark: str,
@@ -149,31 +269,28 @@ def _build(
 ) -> Bundle:
     from ..build import build_bundle
     from ..bundle import MetricSpec
-    from ..estimators import DEFAULT_ESTIMATOR
 
-    estimators = split_list(args.estimators)
-    default = args.default_estimator or (
-        DEFAULT_ESTIMATOR if not estimators or DEFAULT_ESTIMATOR in estimators else estimators[0]
-    )
     return build_bundle(
         source,
         target,
-        name=_bundle_name(args, benchmark),
+        name=_bundle_name(args, recipe, benchmark),
         benchmark=benchmark,
-        method=args.method,
-        budget=args.budget,
+        method=recipe.method,
+        budget=recipe.budget,
         seed=args.seed,
-        estimators=estimators,
-        default_estimator=default,
+        estimators=recipe.estimators,
+        default_estimator=recipe.default_estimator,
         irt_model=args.irt_model,
         metric=MetricSpec(name=metric, filter=args.filter),
         dataset=dataset,
         license=args.license,
+        chance=args.chance,
+        choice=recipe.record,
     )
 
 
-def _bundle_name(args: argparse.Namespace, benchmark: str) -> str:
-    return args.name or f"{benchmark}-{args.budget}-{args.method}"
+def _bundle_name(args: argparse.Namespace, recipe: _Recipe, benchmark: str) -> str:
+    return args.name or f"{benchmark}-{recipe.budget}-{recipe.method}"
 
 
 def _coordinates(args: argparse.Namespace, task_obj: Any = None) -> DatasetCoordinates | None:
@@ -220,9 +337,10 @@ def _build_task(args: argparse.Namespace, source: ResponseMatrix, target: np.nda
         benchmark=benchmark,
     )
     spec = rendered.spec(micro_task, metric)
-    bundle_name = _bundle_name(args, benchmark)
+    recipe = _resolve_recipe(args, source, target)
+    bundle_name = _bundle_name(args, recipe, benchmark)
     source = with_document_hashes(source, rendered, bundle_name)
-    bundle = _build(args, source, target, benchmark, metric, _coordinates(args, task_obj))
+    bundle = _build(args, recipe, source, target, benchmark, metric, _coordinates(args, task_obj))
     yaml_path = write_task(out, spec, bundle, finish_docs(rendered, bundle.item_ids, bundle_name))
     command = (
         f"lm-eval run --model hf --model_args pretrained=MODEL --include_path "

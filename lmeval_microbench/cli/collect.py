@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ._options import print_json, split_list
+from ._options import add_out, add_quiet, print_json, split_list
 
 if TYPE_CHECKING:
     from ..responses import ResponseMatrix
@@ -21,7 +21,7 @@ _SAMPLES_ONLY = ("tasks", "on_duplicate")
 _DETAILS_ONLY = ("split", "text_field", "id_map", "cache_dir")
 
 DESCRIPTION = """\
-Build one model x item response matrix and write it to MATRIX (.parquet keeps item
+Build one model x item response matrix and write it to --out (.parquet keeps item
 metadata, .csv holds the scores only). Each PATH is a matrix file (.parquet/.csv) or an
 lm-eval --log_samples file or folder (searched for samples_*.jsonl; a folder per model).
 Matrix files come first in the order given, then the collected samples. With --details,
@@ -56,10 +56,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="inputs (see above)")
-    parser.add_argument(
-        "--out", required=True, metavar="MATRIX", help="matrix file to write (.parquet or .csv)"
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing MATRIX file")
+    add_out(parser, "response matrix file to write (.parquet or .csv)", required=True)
     parser.add_argument(
         "--no-check-content",
         dest="check_content",
@@ -125,6 +122,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="CSV with columns item,prompt: maps v1 prompt texts to item ids (other rows dropped)",
     )
     details.add_argument("--cache-dir", help="datasets cache folder for Hub sources")
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 
@@ -136,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--out {out}: unknown matrix file type (use .parquet or .csv)")
     if out.exists() and not args.overwrite:
         raise InputError(f"--out {out} exists; pass --overwrite to replace it")
-    progress = sys.stderr.isatty()
+    progress = sys.stderr.isatty() and not args.quiet
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         try:

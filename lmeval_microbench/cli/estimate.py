@@ -1,10 +1,42 @@
-"""``microbench estimate``: apply a bundle to models' subset scores."""
+"""``microbench estimate``: apply a bundle to models' subset scores.
+
+The scores come from a response matrix, or straight from lm-eval ``--log_samples`` output:
+those runs are read, checked and estimated by the same code as ``microbench reconstruct``
+(:mod:`..hook`), so both commands give the same numbers for a run.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ._options import add_format, print_json, print_table
+from ..errors import InputError
+from ._options import (
+    ESTIMATORS,
+    add_deprecated,
+    add_format,
+    add_out,
+    add_quiet,
+    check_exists,
+    estimator_name,
+    interval_level,
+    listing,
+    print_json,
+    table_text,
+)
+
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+    from ..reconstruct import BenchmarkEstimate
+    from ..run_bundles import BundleRef
+
+    Estimates = tuple[Bundle, list[dict[str, Any]], list[str]]
+    """The bundle, one record per model and the warnings to print."""
 
 COLUMNS = [
     "model",
@@ -13,59 +45,278 @@ COLUMNS = [
     "estimate_value",
     "estimate_lower",
     "estimate_upper",
+    "fit",
 ]
+
+MATRIX_SUFFIXES = (".parquet", ".csv", ".tsv")
+
+DESCRIPTION = """\
+Estimate the full-benchmark score (with an interval) of every model in --responses: a
+response matrix that holds the bundle's items (more items are ignored), or the output
+folders of lm-eval runs with --log_samples, read as `microbench reconstruct` reads them
+(runs of other bundles are skipped).
+"""
+
+EPILOG = """\
+examples:
+  microbench estimate bundles/mmlu-50 --responses new.parquet --model-id my/model
+  microbench estimate bundles/mmlu-50 --responses out/ --out estimates.json
+  microbench estimate hf://my-org/microbench-mmlu --responses ckpt-1/ --responses ckpt-2/
+"""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "estimate",
         help="estimate full-benchmark scores from subset scores with a bundle",
-        description=(
-            "Estimate the full-benchmark score (with an interval) of every model in RESPONSES, "
-            "a response matrix that holds the bundle's items (more items are ignored)."
-        ),
-        epilog=(
-            "example: microbench estimate bundles/mmlu-50 --responses new.parquet --model my/model"
-        ),
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("bundle", help="bundle folder, bundle.json, or hf://owner/name[@revision]")
-    parser.add_argument("--responses", required=True, help="response matrix (.parquet or .csv)")
-    parser.add_argument("--model", action="append", help="only this model (repeatable)")
     parser.add_argument(
-        "--estimator", help="estimator stored in the bundle (default: the bundle's default)"
+        "--responses",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="response matrix (.parquet or .csv), or lm-eval output folders / samples_*.jsonl "
+        "files (repeatable)",
     )
-    parser.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
+    parser.add_argument(
+        "--model-id", action="append", metavar="ID", help="only this model (repeatable)"
+    )
+    add_deprecated(parser, "estimate", "--model", "--model-id", dest="model_id", append=True)
+    parser.add_argument(
+        "--estimator",
+        type=estimator_name,
+        metavar="NAME",
+        help=f"estimator stored in the bundle: {listing(ESTIMATORS)} (default: the bundle's "
+        "default, or as the lm-eval run was given)",
+    )
+    parser.add_argument(
+        "--level",
+        type=interval_level,
+        help="interval level (default: 0.9, or as the lm-eval run was given)",
+    )
     parser.add_argument(
         "--allow-missing",
         action="store_true",
+        default=None,
         help="impute subset items a model lacks from the bundle's IRT fit (wider interval)",
     )
+    add_out(parser, "JSON file for the estimates, with their markdown table beside it as .md")
     add_format(parser)
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..reconstruct import reconstruction_files
+
+    paths = [check_exists(path, "--responses") for path in args.responses]
+    is_matrix = _is_matrix(paths)
+    if args.out:
+        reconstruction_files(args.out, overwrite=args.overwrite)  # refused before the work
+    bundle, records, notes = _from_matrix(paths[0], args) if is_matrix else _from_runs(paths, args)
+    for text in notes:
+        print(f"warning: {text}", file=sys.stderr)
+    title = (
+        f"bundle {bundle.name} ({bundle.benchmark}, {bundle.budget} items), "
+        f"estimator {records[0]['estimator']}"
+    )
+    table = _table(title, records)
+    if args.format == "json":
+        print_json(records)
+    else:
+        print(table, end="")
+    if args.out:
+        _write(args.out, records, table, args.overwrite)
+    return 0
+
+
+def _is_matrix(paths: Sequence[Path]) -> bool:
+    """One matrix file, or lm-eval output only: the two kinds do not mix."""
+    matrices = [p for p in paths if p.is_file() and p.suffix.lower() in MATRIX_SUFFIXES]
+    if not matrices:
+        return False
+    if len(paths) > 1:
+        raise InputError(
+            f"--responses: give one response matrix ({matrices[0]}) or lm-eval output "
+            "folders, not several matrices or both"
+        )
+    return True
+
+
+# ---------------------------------------------------------------------------- a matrix
+def _from_matrix(path: Path, args: argparse.Namespace) -> Estimates:
+    """Records of the matrix's models, with a person-fit note per flagged model."""
     from ..bundle import load_bundle
+    from ..personfit import fit_warning
     from ..reconstruct import estimate_models
     from ..responses import ResponseMatrix
 
     bundle = load_bundle(args.bundle)
-    responses = ResponseMatrix.read(args.responses)
-    if args.model:
-        responses = responses.select_models(args.model)
+    responses = ResponseMatrix.read(path)
+    if args.model_id:
+        responses = responses.select_models(args.model_id)
     records = estimate_models(
         bundle,
         responses,
         estimator=args.estimator,
-        level=args.level,
-        allow_missing=args.allow_missing,
+        level=0.9 if args.level is None else args.level,
+        allow_missing=bool(args.allow_missing),
     )
-    if args.format == "json":
-        print_json(records)
-    else:
-        print(
-            f"bundle {bundle.name} ({bundle.benchmark}, {bundle.budget} items), "
-            f"estimator {records[0]['estimator']}"
+    notes = [
+        fit_warning(r["model"], r["bundle"], r["person_fit"]["note"])
+        for r in records
+        if _flagged(r)
+    ]
+    return bundle, records, notes
+
+
+# ---------------------------------------------------------------------------- lm-eval runs
+def _from_runs(paths: Sequence[Path], args: argparse.Namespace) -> Estimates:
+    """Records of every run of the bundle under ``paths``, estimated as reconstruct does.
+
+    The warnings of reading and estimating (folder-named models, missing items, person fit)
+    come back as notes.
+    """
+    from ..bundle import resolve_location
+    from ..hook import ReconstructOptions, estimate_task_scores, load_bundle_ref
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ref = load_bundle_ref(resolve_location(args.bundle))
+        scored = _bundle_runs(ref, paths, args.model_id, progress=not args.quiet)
+        options = ReconstructOptions(args.estimator, args.level, args.allow_missing)
+        found = estimate_task_scores(scored, options)
+    notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    return ref.bundle, [_record(estimate) for estimate in found], notes
+
+
+def _bundle_runs(
+    ref: BundleRef, paths: Sequence[Path], model_ids: list[str] | None, *, progress: bool
+) -> list[Any]:
+    """The checked scores of each model's newest run of ``bundle`` (other runs skipped)."""
+    from tqdm.auto import tqdm
+
+    from ..collect import SamplesRun, find_samples_files, folder_model_notes, newest_runs
+    from ..hook import BundleIndex, LoggedSamples, match_run, read_task_scores
+
+    files = find_samples_files(paths)
+    if not files:
+        raise InputError(
+            f"--responses: no samples_*.jsonl under {', '.join(map(str, paths))}: run lm-eval "
+            "with --log_samples --output_path DIR"
         )
-        print_table(records, COLUMNS)
-    return 0
+    runs = newest_runs([(run.model_id, run) for run in map(SamplesRun, files)], "newest")
+    runs = [(model, run) for model, run in runs if not model_ids or model in model_ids]
+    for text in folder_model_notes(run for _, run in runs):
+        warnings.warn(text, stacklevel=2)
+    bundle, index = ref.bundle, BundleIndex([ref])
+    scored = []
+    for model, run in tqdm(runs, desc="reading samples", unit="file", disable=not progress):
+        with run.named_in_errors():
+            logged = LoggedSamples(run)
+            if _other_bundle(logged, bundle.name):
+                continue
+            match = match_run(logged, index, {})
+            if match is not None:
+                scored.append(read_task_scores(logged, model, match))
+    _check_runs(bundle, scored, model_ids, paths)
+    return scored
+
+
+def _other_bundle(logged: Any, name: str) -> bool:
+    """A run of one of our own tasks (its documents name their bundle) of another bundle."""
+    from ..hook import OWN_FIELDS
+
+    doc = logged.first_doc
+    return all(isinstance(doc.get(f), str) for f in OWN_FIELDS) and doc["bundle"] != name
+
+
+def _check_runs(
+    bundle: Bundle, scored: Sequence[Any], model_ids: list[str] | None, paths: Sequence[Path]
+) -> None:
+    """A run per model, and one for every model asked for."""
+    models = [run.model for run in scored]
+    twice = sorted({m for m in models if models.count(m) > 1})
+    if twice:
+        raise InputError(f"model {twice[0]!r} has two runs of bundle {bundle.name!r}")
+    lacking = sorted(set(model_ids or []) - set(models))
+    if lacking or not scored:
+        who = f"model {lacking[0]!r}" if lacking else "any model"
+        raise InputError(
+            f"no run of bundle {bundle.name!r} ({bundle.benchmark}) for {who} under "
+            f"{', '.join(map(str, paths))}"
+        )
+
+
+def _record(found: BenchmarkEstimate) -> dict[str, Any]:
+    """A reconstructed estimate in the shape of :func:`..reconstruct.estimate_models`'s."""
+    estimate = found.estimate
+    values = {
+        "value": found.value,
+        "lower": found.lower,
+        "upper": found.upper,
+        "level": None if estimate is None else estimate.level,
+        "se": None if estimate is None else estimate.se,
+    }
+    return {
+        "model": found.model,
+        "benchmark": found.benchmark,
+        "bundle": found.bundle,
+        "estimator": found.estimator,
+        "items_scored": found.items_scored,
+        "subset_mean": _finite(found.subset_mean),
+        **{f"estimate_{key}": _finite(value) for key, value in values.items()},
+        "person_fit": dict(found.person_fit or {}),
+        "samples": found.samples,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN: an estimate that could not be made is null."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+# ---------------------------------------------------------------------------- output
+def _table(title: str, records: list[dict[str, Any]]) -> str:
+    text = f"{title}\n" + table_text([_with_fit_mark(record) for record in records], COLUMNS)
+    if any(_flagged(record) for record in records):
+        text += f"\n{_legend()}\n"
+    return text
+
+
+def _write(out: str, records: list[dict[str, Any]], table: str, overwrite: bool) -> None:
+    """The JSON records and the markdown table beside them, each replaced atomically."""
+    import json
+
+    from .._io import atomic_path
+    from ..reconstruct import reconstruction_files
+
+    path, markdown = reconstruction_files(out, overwrite=overwrite)
+    with atomic_path(path) as json_tmp, atomic_path(markdown) as table_tmp:
+        json_tmp.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
+        table_tmp.write_text(table, encoding="utf-8")
+    print(f"wrote {path} and {markdown}", file=sys.stderr)
+
+
+def _flagged(record: dict[str, Any]) -> bool:
+    return bool(record["person_fit"].get("flagged"))
+
+
+def _with_fit_mark(record: dict[str, Any]) -> dict[str, Any]:
+    from ..reconstruct import FIT_MARK
+
+    return {**record, "fit": FIT_MARK if _flagged(record) else ""}
+
+
+def _legend() -> str:
+    from ..reconstruct import FIT_MARK
+
+    return (
+        f"{FIT_MARK} the answers do not fit the bundle's IRT model (person fit; see the "
+        "warnings); where they cannot be told from guessing the interval is widened to "
+        "include the chance-level score."
+    )

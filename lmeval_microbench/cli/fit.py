@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from .._io import write_json_atomic
-from ._options import add_seed, print_json
+from ._options import (
+    IRT_MODELS,
+    add_deprecated,
+    add_deprecated_matrix,
+    add_irt_model,
+    add_out,
+    add_quiet,
+    add_responses,
+    add_seed,
+    positive_int,
+    print_json,
+    refuse_existing,
+    resolve_matrix,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -14,17 +28,26 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "fit",
         help="fit an IRT model (1PL-4PL, multidimensional 2PL) to a response matrix",
         description="Fit item parameters and abilities by marginal maximum likelihood.",
-        epilog="example: microbench fit mmlu_B.parquet --model 3pl --out mmlu_irt.json",
+        epilog=(
+            "example: microbench fit --responses mmlu_B.parquet --irt-model 3pl --out mmlu_irt.json"
+        ),
     )
-    parser.add_argument("matrix", help="response matrix (.parquet or .csv)")
-    parser.add_argument("--model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
-    parser.add_argument("--dims", type=int, default=1, help="ability dimensions (2PL only)")
-    parser.add_argument("--max-iter", type=int, default=500)
+    add_responses(parser, required=False, help="response matrix (.parquet or .csv; required)")
+    add_deprecated_matrix(parser)
+    add_irt_model(parser)
+    add_deprecated(parser, "fit", "--model", "--irt-model", dest="irt_model", choices=IRT_MODELS)
+    parser.add_argument(
+        "--dims", type=positive_int, default=1, help="ability dimensions (2PL only; default: 1)"
+    )
+    parser.add_argument(
+        "--max-iter", type=positive_int, default=500, help="EM iterations at most (default: 500)"
+    )
     parser.add_argument(
         "--drop-constant", action="store_true", help="drop items every model scores alike"
     )
-    parser.add_argument("--out", required=True, help="output JSON file")
+    add_out(parser, "JSON file for the item parameters and abilities", required=True)
     add_seed(parser)
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 
@@ -32,16 +55,22 @@ def run(args: argparse.Namespace) -> int:
     from ..irt import IRTModel
     from ..responses import ResponseMatrix
 
-    matrix = ResponseMatrix.read(args.matrix)
+    resolve_matrix(args, "fit")
+    refuse_existing([Path(args.out)], args.overwrite)
+    matrix = ResponseMatrix.read(args.responses)
     if args.drop_constant:
         matrix = matrix.drop_items(matrix.constant_items())
     started = time.perf_counter()
     model = IRTModel(
-        args.model, args.dims, max_iter=args.max_iter, random_state=args.seed, progress=True
+        args.irt_model,
+        args.dims,
+        max_iter=args.max_iter,
+        random_state=args.seed,
+        progress=not args.quiet,
     ).fit(matrix)
     seconds = time.perf_counter() - started
     payload = {
-        "source": str(args.matrix),
+        "source": str(args.responses),
         "source_fingerprint": matrix.fingerprint(),
         "converged": bool(model.converged_),
         "n_iter": int(model.n_iter_),

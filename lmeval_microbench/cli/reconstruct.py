@@ -7,7 +7,16 @@ import sys
 import warnings
 from typing import Any
 
-from ._options import add_format, print_json
+from ._options import (
+    ESTIMATORS,
+    add_format,
+    add_out,
+    add_quiet,
+    estimator_name,
+    interval_level,
+    listing,
+    print_json,
+)
 
 EPILOG = """\
 examples:
@@ -16,6 +25,17 @@ examples:
   microbench reconstruct out/ --out estimates.json
   microbench reconstruct ckpt-*/ --format json
   microbench reconstruct metabench-run/ --task-map metabench_arc_secondary=arc
+
+the table, in percent (lm-eval's own table shows the same estimates as fractions):
+  BENCHMARK (%)        the estimated full-benchmark score [90% interval], recomputed from
+                       the logged answers (lm-eval's estimate unless --estimator or --level
+                       ask for another); not the share of subset items right: the items are
+                       chosen to be informative, not typical, and the estimator maps which
+                       of them were right to the full score
+  average (%)          mean of the row's estimates; interval from Bonferroni intervals
+  average (joint) (%)  the joint estimator's average (all six benchmarks run in full)
+  †                    the answers do not fit the bundle's IRT model (see its warning)
+A path that is missing or holds no samples_*.jsonl is named in a warning and skipped.
 """
 
 
@@ -35,12 +55,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("paths", nargs="+", metavar="OUTPUT_PATH", help="lm-eval output folder")
-    parser.add_argument(
-        "--out", help="write the estimates as JSON to this file and a markdown table beside it"
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace existing --out files (JSON and .md)"
-    )
+    add_out(parser, "JSON file for the estimates, with their markdown table beside it as .md")
     parser.add_argument(
         "--model-id",
         metavar="ID",
@@ -64,10 +79,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "metabench_arc_secondary=arc (comma-separated, repeatable)",
     )
     parser.add_argument(
-        "--estimator", help="estimator stored in the bundles (default: as in the run)"
+        "--estimator",
+        type=estimator_name,
+        metavar="NAME",
+        help=f"estimator stored in the bundles: {listing(ESTIMATORS)} (default: as in the run)",
     )
     parser.add_argument(
-        "--level", type=float, help="interval level (default: as in the run, else 0.9)"
+        "--level", type=interval_level, help="interval level (default: as in the run, else 0.9)"
     )
     parser.add_argument(
         "--allow-missing",
@@ -82,7 +100,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="fitted joint estimator state (JSON) for a joint average (default: joint.json of "
         "the bundles' suite, when there is one)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 

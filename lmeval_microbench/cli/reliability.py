@@ -2,18 +2,34 @@
 
 Writes REPORT.json (one record per method x estimator x budget x protocol), REPORT.md beside
 it and, when matplotlib is installed, REPORT_mae.png and REPORT_mdad.png. Everything is
-computed before anything is written, so a failure leaves no file behind.
+computed before anything is written, so a failure leaves no file behind. While it runs, a
+progress bar on stderr counts splits x methods x budgets and shows the time left (``--quiet``:
+none).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import warnings
 from pathlib import Path
 
-from ._options import add_seed, positive_int, print_json, split_list
+from ._options import (
+    ESTIMATORS,
+    METHODS,
+    add_irt_model,
+    add_out,
+    add_quiet,
+    add_responses,
+    add_seed,
+    estimator_names,
+    listing,
+    method_names,
+    positive_int,
+    print_json,
+    refuse_existing,
+    split_list,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -33,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "--out /tmp/mmlu-reliability.json"
         ),
     )
-    parser.add_argument("--responses", required=True, help="response matrix (.parquet or .csv)")
+    add_responses(parser)
     parser.add_argument(
         "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
     )
@@ -43,9 +59,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--score-model-column", default="model", help="column of --scores with model ids"
     )
-    parser.add_argument("--score-scale", choices=("auto", "fraction", "percent"), default="auto")
-    parser.add_argument("--methods", help="comma-separated selection methods (default: all)")
-    parser.add_argument("--estimators", help="comma-separated estimators (default: all)")
+    parser.add_argument(
+        "--score-scale",
+        choices=("auto", "fraction", "percent"),
+        default="auto",
+        help="scale of --scores: fraction, percent or auto (detected; default)",
+    )
+    parser.add_argument(
+        "--methods",
+        type=method_names,
+        metavar="NAMES",
+        help=f"comma-separated selection methods of {listing(METHODS)} (default: all)",
+    )
+    parser.add_argument(
+        "--estimators",
+        type=estimator_names,
+        metavar="NAMES",
+        help=f"comma-separated estimators of {listing(ESTIMATORS)} (default: all)",
+    )
     parser.add_argument(
         "--budgets",
         default=None,
@@ -53,7 +84,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "leaving out those above the item count)",
     )
     parser.add_argument(
-        "--repeats", type=positive_int, default=5, help="repeats per protocol (default: 5)"
+        "--repeats",
+        type=positive_int,
+        default=None,
+        help="repeats per protocol (default: 5, or 1 when loo runs: one loo repeat is already "
+        "a split per model)",
     )
     parser.add_argument(
         "--protocols",
@@ -62,12 +97,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--holdout-responses", help="response matrix of holdout target models")
     parser.add_argument("--holdout-scores", help="true scores of the holdout models")
-    parser.add_argument("--irt-model", choices=("1pl", "2pl", "3pl", "4pl"), default="2pl")
+    add_irt_model(parser)
     parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plots")
-    parser.add_argument(
-        "--out", required=True, help="REPORT.json to write (REPORT.md and PNGs go beside it)"
-    )
+    add_out(parser, "REPORT.json to write (REPORT.md and the PNGs go beside it)", required=True)
     add_seed(parser)
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 
@@ -114,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from ..truth import align_target, read_scores
 
     paths = output_paths(args.out)
+    refuse_existing(list(paths.values()), args.overwrite)
     _check_holdout_args(args)
 
     def scores_of(path: str | None):
@@ -145,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         holdout=holdout,
         holdout_truth=holdout_truth,
         irt_model=args.irt_model,
-        progress=sys.stderr.isatty(),
+        progress=not args.quiet,
     )
     truth_note = (
         f"{args.score_column!r} of {args.scores}" if args.scores else "mean over the matrix items"

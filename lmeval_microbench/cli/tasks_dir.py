@@ -1,4 +1,10 @@
-"""``microbench tasks-dir``: the folder of the shipped lm-eval tasks, for ``--include_path``."""
+"""``microbench tasks-dir``: the folder of the shipped lm-eval tasks, for ``--include_path``.
+
+Since the install registers that folder with lm-eval by itself (``_lmeval_tasks``), plain
+``lm-eval --tasks microbench_mmlu`` needs no include path; this command stays for scripts that
+pass one, for ``python -S`` and for tools that read the YAML files directly. Passing it together
+with the automatic registration indexes nothing twice.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="print the folder of the shipped lm-eval tasks (for --include_path)",
         description=(
             "Print the folder holding the shipped micro-benchmark tasks (microbench_arc, ..., "
-            "group microbench_openllm), to pass to lm-eval's --include_path."
+            "group microbench_openllm), to pass to lm-eval's --include_path. Installing "
+            "lmeval-microbench already makes lm-eval find these tasks without it; passing it "
+            "as well is harmless."
         ),
         epilog=(
             "example: lm-eval run --model hf --model_args pretrained=MODEL --include_path "
-            '"$(microbench tasks-dir)" --tasks microbench_mmlu'
+            '"$(microbench tasks-dir)" --tasks microbench_mmlu  (the same as without '
+            "--include_path once lmeval-microbench is installed)"
         ),
     )
     parser.set_defaults(run=run)

@@ -15,12 +15,36 @@ residuals shrink, in the middle they are largest. The scale captures that:
 ``binomial``  s = sqrt(p (1 - p)) with p clipped to [0.02, 0.98] (the shape of binomial noise).
 ``binned``    s = mean |residual| in quantile bins of the prediction, linearly interpolated
               between bin centres and floored at a quarter of the overall mean (learned shape).
+
+Regions (Mondrian conformal). One quantile of all scaled residuals gives the promised coverage
+*on average over models*, not where a user's model lies: the scale matches the mean residual,
+not its tail, and where a few source models with a given subset score have very different full
+scores (the source models disagree about what that subset score means) the tail is heavier
+than elsewhere, so such models are covered far less often than 90 %. With enough source
+models the prediction range is therefore cut into regions (equal-count bins of the cross-fitted
+predictions, at least ``MIN_PER_REGION`` residuals each, at most ``MAX_REGIONS``) and the
+quantile is taken per region: each region gets its own finite-sample guarantee, and a region
+whose source models disagree gets a wider interval. That local residual spread is what "wider
+where the source models disagree" means for a residual-based band. On the whole leaderboard
+the binned scale already follows most of it: coverage per third moves by at most 0.01
+(``bench/populations.md``, population ``all``).
+
+Few source models (fewer than ``2 * MIN_PER_REGION``: one region). Neither the shape of the
+errors nor a quantile per region can be learned from 15-99 residuals, and a random handful of
+models has almost no members at the ends of the score range, where errors are largest (on the
+leaderboard, weak models are the odd ones). The scale is then multiplied by a distance term
+``sqrt(1 + z^2)``, ``z = (prediction - centre) / spread`` with the mean and standard deviation
+of the source models' cross-fitted predictions: the shape of a regression prediction interval
+(wider away from the data), an assumption, measured in ``bench/populations.md``.
+
+A band stored without these fields (older bundles) loads and gives the same intervals as
+before, and ``fit_band(..., conditional=False)`` fits that one-quantile band for comparisons.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +52,9 @@ import numpy as np
 from ..errors import InputError
 
 SCALE_MODES = ("constant", "binomial", "binned")
+MIN_PER_REGION = 50
+"""Fewest residuals of a region: its 90 % quantile is then the 46th of 50 or more."""
+MAX_REGIONS = 6
 _BINOMIAL_CLIP = 0.02
 _MIN_PER_BIN = 100
 _MAX_BINS = 10
@@ -43,56 +70,139 @@ def check_level(level: float) -> float:
     return level
 
 
+def conformal_quantile(sorted_residuals: np.ndarray, level: float) -> float:
+    """The ``ceil((n + 1) level)``-th smallest residual (inf if there are too few)."""
+    n = sorted_residuals.size
+    rank = math.ceil((n + 1) * check_level(level))
+    return math.inf if rank > n else float(sorted_residuals[rank - 1])
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0)
+
+
 @dataclass(frozen=True)
 class ConformalBand:
-    """A fitted interval rule: scale knots and the sorted scaled residuals of the source models."""
+    """A fitted interval rule: scale knots and the sorted scaled residuals of the source models.
+
+    ``residuals`` pools every region; ``edges`` (increasing cut points on the predicted score)
+    and ``region_residuals`` (sorted, one array per region) are empty for a one-region band.
+    ``spread`` > 0 turns on the distance term of few-model bands (see the module docstring).
+    """
 
     mode: str
     knots: np.ndarray
     scales: np.ndarray
     residuals: np.ndarray
+    edges: np.ndarray = field(default_factory=_empty)
+    region_residuals: tuple[np.ndarray, ...] = ()
+    centre: float = 0.0
+    spread: float = 0.0
+    fit_data: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """Cross-fitted predictions and truths it was fitted on (not saved; see :meth:`refit`)."""
 
     def scale(self, prediction: np.ndarray) -> np.ndarray:
         """Residual scale at each predicted score (fractions in [0, 1])."""
         prediction = np.asarray(prediction, dtype=np.float64)
         if self.mode == "constant":
-            return np.ones_like(prediction)
-        if self.mode == "binomial":
+            shape = np.ones_like(prediction)
+        elif self.mode == "binomial":
             p = np.clip(prediction, _BINOMIAL_CLIP, 1.0 - _BINOMIAL_CLIP)
-            return np.sqrt(p * (1.0 - p))
-        return np.interp(prediction, self.knots, self.scales)
+            shape = np.sqrt(p * (1.0 - p))
+        else:
+            shape = np.interp(prediction, self.knots, self.scales)
+        if self.spread > 0:
+            shape = shape * np.sqrt(1.0 + ((prediction - self.centre) / self.spread) ** 2)
+        return shape
 
     def quantile(self, level: float) -> float:
-        """Finite-sample conformal quantile of the scaled residuals (inf if too few residuals)."""
-        level = check_level(level)
-        n = self.residuals.size
-        rank = math.ceil((n + 1) * level)
-        if rank > n:
-            return math.inf
-        return float(self.residuals[rank - 1])
+        """Finite-sample conformal quantile of all scaled residuals (inf if too few)."""
+        return conformal_quantile(self.residuals, level)
+
+    def region_of(self, prediction: np.ndarray) -> np.ndarray:
+        """Region index of each predicted score (a prediction on an edge is in the upper one)."""
+        return np.searchsorted(self.edges, np.asarray(prediction, dtype=np.float64), "right")
+
+    def region_quantiles(self, level: float) -> np.ndarray:
+        """The quantile of each region's scaled residuals.
+
+        A region with too few residuals for ``level`` (e.g. 99 % from 50) takes the larger of
+        the pooled quantile and its own largest residual rather than an infinite interval.
+        """
+        pooled = self.quantile(level)
+        if not self.region_residuals:
+            return np.array([pooled])
+        out = [conformal_quantile(r, level) for r in self.region_residuals]
+        return np.array(
+            [
+                q if math.isfinite(q) else max(pooled, float(r[-1]))
+                for q, r in zip(out, self.region_residuals, strict=True)
+            ]
+        )
 
     def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
-        return self.quantile(level) * self.scale(prediction)
+        """Interval half-width at each predicted score: its region's quantile times the scale."""
+        prediction = np.asarray(prediction, dtype=np.float64)
+        return self.region_quantiles(level)[self.region_of(prediction)] * self.scale(prediction)
+
+    def refit(self, **options: Any) -> ConformalBand:
+        """The band refitted on the same residuals with other :func:`fit_band` options.
+
+        For measurements (``conditional=False`` is the band before regions); only a band fitted
+        in this process has its residuals at hand, a loaded one has not.
+        """
+        if self.fit_data is None:
+            raise InputError("a loaded conformal band cannot be refitted (no source residuals)")
+        return fit_band(*self.fit_data, self.mode, **options)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain lists; a band without regions or distance term writes only the older fields."""
+        out: dict[str, Any] = {
             "mode": self.mode,
             "knots": self.knots.tolist(),
             "scales": self.scales.tolist(),
             "residuals": self.residuals.tolist(),
         }
+        if self.region_residuals:
+            out["edges"] = self.edges.tolist()
+            out["region_residuals"] = [r.tolist() for r in self.region_residuals]
+        if self.spread > 0:
+            out["centre"], out["spread"] = self.centre, self.spread
+        return out
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> ConformalBand:
         try:
-            return cls(
+            band = cls(
                 str(payload["mode"]),
                 np.asarray(payload["knots"], dtype=np.float64),
                 np.asarray(payload["scales"], dtype=np.float64),
                 np.asarray(payload["residuals"], dtype=np.float64),
+                np.asarray(payload.get("edges", []), dtype=np.float64).reshape(-1),
+                tuple(
+                    np.asarray(r, dtype=np.float64).reshape(-1)
+                    for r in payload.get("region_residuals", [])
+                ),
+                float(payload.get("centre", 0.0)),
+                float(payload.get("spread", 0.0)),
             )
         except KeyError as exc:
             raise InputError(f"conformal band lacks field {exc.args[0]!r}") from exc
+        _check_regions(band)
+        return band
+
+
+def _check_regions(band: ConformalBand) -> None:
+    """Edges increasing, one non-empty residual array per region (or no regions at all)."""
+    if not band.region_residuals and band.edges.size == 0:
+        return
+    if len(band.region_residuals) != band.edges.size + 1:
+        raise InputError(
+            f"conformal band has {band.edges.size} region edges but "
+            f"{len(band.region_residuals)} residual arrays (expected one more than edges)"
+        )
+    if np.any(np.diff(band.edges) <= 0) or any(r.size == 0 for r in band.region_residuals):
+        raise InputError("conformal band regions: edges must increase and no region be empty")
 
 
 def binned_scale(prediction: np.ndarray, abs_residual: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,8 +224,43 @@ def binned_scale(prediction: np.ndarray, abs_residual: np.ndarray) -> tuple[np.n
     return knots, scales[unique_at]
 
 
-def fit_band(prediction: np.ndarray, truth: np.ndarray, mode: str = "binned") -> ConformalBand:
-    """Fit the interval rule from cross-fitted predictions and true scores of source models."""
+def region_edges(prediction: np.ndarray, min_per_region: int = MIN_PER_REGION) -> np.ndarray:
+    """Cut points of equal-count regions of ``prediction`` with ``min_per_region`` each.
+
+    Ties can make a region smaller than planned (many predictions clipped to 0, say): the
+    smallest region is then merged into its smaller neighbour until every region is big enough.
+    """
+    n = prediction.size
+    n_regions = int(np.clip(n // max(int(min_per_region), 1), 1, MAX_REGIONS))
+    ordered = np.sort(prediction)
+    cuts = [n * k // n_regions for k in range(1, n_regions)]
+    edges = np.unique([(ordered[c - 1] + ordered[c]) / 2.0 for c in cuts])
+    while edges.size:
+        counts = np.bincount(np.searchsorted(edges, prediction, "right"), minlength=edges.size + 1)
+        small = int(np.argmin(counts))
+        if counts[small] >= min_per_region:
+            break
+        # drop the edge towards the smaller neighbour (the only one at either end)
+        if small == 0 or (small < edges.size and counts[small + 1] <= counts[small - 1]):
+            edges = np.delete(edges, small)
+        else:
+            edges = np.delete(edges, small - 1)
+    return edges
+
+
+def fit_band(
+    prediction: np.ndarray,
+    truth: np.ndarray,
+    mode: str = "binned",
+    *,
+    conditional: bool = True,
+    min_per_region: int = MIN_PER_REGION,
+) -> ConformalBand:
+    """Fit the interval rule from cross-fitted predictions and true scores of source models.
+
+    ``conditional=False`` gives one quantile for every score and no distance term (the band
+    of earlier versions); see the module docstring for what ``conditional`` adds.
+    """
     if mode not in SCALE_MODES:
         raise InputError(f"unknown interval scale {mode!r}; expected one of {SCALE_MODES}")
     prediction = np.asarray(prediction, dtype=np.float64)
@@ -130,6 +275,21 @@ def fit_band(prediction: np.ndarray, truth: np.ndarray, mode: str = "binned") ->
         knots, scales = binned_scale(prediction, abs_residual)
     else:
         knots, scales = np.zeros(0), np.zeros(0)
-    band = ConformalBand(mode, knots, scales, np.zeros(0))
-    scaled = np.sort(abs_residual / np.maximum(band.scale(prediction), _TINY))
-    return ConformalBand(mode, knots, scales, scaled)
+    edges = region_edges(prediction, min_per_region) if conditional else np.zeros(0)
+    spread = float(prediction.std()) if conditional and edges.size == 0 else 0.0
+    centre = float(prediction.mean()) if spread > _TINY else 0.0
+    shape = ConformalBand(mode, knots, scales, np.zeros(0), centre=centre, spread=spread)
+    scaled = abs_residual / np.maximum(shape.scale(prediction), _TINY)
+    region = np.searchsorted(edges, prediction, "right")
+    parts = tuple(np.sort(scaled[region == k]) for k in range(edges.size + 1)) if edges.size else ()
+    return ConformalBand(
+        mode,
+        knots,
+        scales,
+        np.sort(scaled),
+        edges,
+        parts,
+        centre,
+        spread if spread > _TINY else 0.0,
+        (prediction, truth),
+    )

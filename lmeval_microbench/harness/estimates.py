@@ -12,13 +12,20 @@ calibrated on models scored on every subset item. With ``allow_missing`` (lm-eva
 ``--metadata '{"microbench_allow_missing": true}'``) the missing scores are imputed from the
 bundle's IRT parameters (``estimators.missing``): the interval widens with the share missing,
 and a warning names the count.
+
+Every estimate is checked for person fit when the bundle carries a ``person_fit`` block
+(:mod:`..personfit`, scored items only): a pattern unlike the source models' or one that
+cannot be told from guessing gets a one-line warning naming the model and bundle, and in the
+second case the interval is widened to include the bundle's chance-level score.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._types import Estimate, ItemId, MaybeEstimated
@@ -27,7 +34,9 @@ from ..errors import BundleError, InputError, ItemMismatchError
 from ..estimators import ESTIMATORS
 from ..estimators._conformal import check_level
 from ..estimators.base import ScoreEstimator, checked_score
+from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator
+from ..run_bundles import one_line, own_warning
 
 logger = logging.getLogger("lmeval_microbench.harness")
 
@@ -41,11 +50,13 @@ class EstimateOptions:
 
     ``estimator`` None means the bundle's default estimator; ``level`` is the nominal coverage
     of the interval; ``allow_missing`` imputes unscored items from the bundle's IRT fit.
+    ``model`` names the model in warnings (lm-eval passes its ``pretrained`` argument).
     """
 
     estimator: str | None = None
     level: float = 0.9
     allow_missing: bool = False
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,10 @@ class RunEstimate(MaybeEstimated):
     n_items: int
     estimate: Estimate | None
     """None when items were missing and ``allow_missing`` was off."""
+    person_fit: PersonFit | None = None
+    """None when the bundle has no person-fit block."""
+    fit_note: str = ""
+    """Why the estimate was flagged (and its interval widened); empty when it was not."""
 
 
 @dataclass
@@ -69,6 +84,26 @@ class _Entry:
 
 _REGISTRY: dict[str, _Entry] = {}
 _CACHE: dict[tuple[Any, ...], RunEstimate] = {}
+
+
+@contextmanager
+def logged_warnings() -> Iterator[None]:
+    """Our Python warnings raised inside the block go to this module's log, one line each.
+
+    lm-eval shows its log, so that is where a user of the run reads; a Python warning would
+    add its category, our file and line and a line of our source. Other libraries' warnings
+    are raised again as they were.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        yield
+    for warning in caught:
+        if own_warning(warning.category, warning.filename):
+            logger.warning("%s", one_line(warning.message))
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
 
 
 # ---------------------------------------------------------------------------- registry
@@ -171,6 +206,11 @@ def estimate_run(values: Sequence[Any]) -> RunEstimate:
     The result is cached per distinct input, so the three aggregations of a task (value,
     lower, upper) compute it once.
     """
+    with logged_warnings():
+        return _estimate_run(values)
+
+
+def _estimate_run(values: Sequence[Any]) -> RunEstimate:
     name, metric, scores = parse_item_scores(values)
     entry = _entry(name)
     bundle = entry.bundle
@@ -206,7 +246,7 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
             bundle.budget,
             missing[:3],
         )
-        return result
+        return _with_person_fit(entry, scores, result)
     if missing:
         logger.warning(
             "bundle %r: estimating from %d of %d subset items with estimator %r; the %d "
@@ -219,4 +259,14 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
             len(missing),
         )
     estimate = fitted.estimate(scores, level=options.level, allow_missing=bool(missing))
-    return RunEstimate(bundle.name, fitted.name, len(scores), bundle.budget, estimate)
+    return _with_person_fit(entry, scores, replace(result, estimate=estimate))
+
+
+def _with_person_fit(
+    entry: _Entry, scores: dict[ItemId, float], result: RunEstimate
+) -> RunEstimate:
+    """``result`` with the person fit of the scored items, widened and warned about if flagged."""
+    estimate, fit, note = check_estimate(entry.bundle, scores, result.estimate)
+    if note:
+        logger.warning("%s", fit_warning(entry.options.model, entry.bundle.name, note))
+    return replace(result, estimate=estimate, person_fit=fit, fit_note=note)

@@ -16,6 +16,7 @@ the tasks work with every lm-eval that resolves ``!function`` next to the YAML.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,10 @@ import numpy as np
 from ..bundle import load_bundle
 from ..errors import InputError
 from .docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
-from .estimates import EstimateOptions, estimate_run, register_bundle
+from .estimates import EstimateOptions, estimate_run, logged_warnings, register_bundle
+
+LMEVAL_TASK_LOGGER = "lm_eval.api.task"
+"""The logger of lm-eval's ``Task`` classes (0.4.9 to 0.4.13)."""
 
 ESTIMATE_METRICS = ("estimate", "estimate_lower", "estimate_upper")
 """Metric names under which every task reports its full-benchmark estimate and interval."""
@@ -49,6 +53,44 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 # ---------------------------------------------------------------------------- loading
+CUSTOM_KWARGS_ADVICE = ": Custom kwargs can be passed to `--metadata`"
+"""How lm-eval's advice starts (after the task name) each time it calls a ``custom_dataset``."""
+
+
+class _CustomKwargsAdvice(logging.Filter):
+    """Drops lm-eval's "Custom kwargs" advice for the tasks of our suites, and only for them.
+
+    lm-eval logs it once per task and run for every ``custom_dataset``, which is how our
+    tasks load their items; it advertises options our tasks do not take (theirs are the
+    ``microbench_*`` ones). No config avoids it: lm-eval's only other route, a task
+    ``class``, does not receive ``--metadata`` on lm-eval 0.4.9.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        task, _, advice = record.getMessage().partition(":")
+        return not (task in self.tasks and f":{advice}".startswith(CUSTOM_KWARGS_ADVICE))
+
+
+_ADVICE_FILTER = _CustomKwargsAdvice()
+
+
+def quiet_custom_kwargs_advice(suite: str | os.PathLike[str]) -> None:
+    """Keep lm-eval's "Custom kwargs" advice out of the log for the tasks of ``suite``.
+
+    Called by the suite's generated shim, which lm-eval imports before it loads any of the
+    suite's tasks; a task is known by its YAML's file name (``<task>.yaml``, as
+    :func:`.export.write_task` names it).
+    """
+    _ADVICE_FILTER.tasks.update(path.stem for path in Path(suite).glob("*.yaml"))
+    logger = logging.getLogger(LMEVAL_TASK_LOGGER)
+    if _ADVICE_FILTER not in logger.filters:
+        logger.addFilter(_ADVICE_FILTER)
+
+
 def load_docs(
     *,
     base_dir: str | os.PathLike[str],
@@ -71,14 +113,16 @@ def load_docs(
         estimator=microbench_estimator or None,
         level=_as_float(microbench_level, "microbench_level"),
         allow_missing=_as_bool(microbench_allow_missing, "microbench_allow_missing"),
+        model=str(_ignored["pretrained"]) if _ignored.get("pretrained") else None,
     )
     folder = Path(base_dir) / microbench_items
-    bundle = load_bundle(folder)
     items_path = folder / ITEMS_JSONL
-    dataset = datasets.Dataset.from_list(read_docs(items_path))
-    # check the documents as lm-eval will see (and log) them, after the Arrow round trip
-    check_docs_match_bundle(bundle, list(dataset), where=str(items_path))
-    register_bundle(bundle, options)
+    with logged_warnings():  # e.g. an old bundle format: one line in lm-eval's log
+        bundle = load_bundle(folder)
+        dataset = datasets.Dataset.from_list(read_docs(items_path))
+        # check the documents as lm-eval will see (and log) them, after the Arrow round trip
+        check_docs_match_bundle(bundle, list(dataset), where=str(items_path))
+        register_bundle(bundle, options)
     return datasets.DatasetDict({"test": dataset})
 
 

@@ -140,9 +140,7 @@ def posterior_draws(
     weights, _ = _math.posterior_weights(loglik, log_w)
     cumulative = np.cumsum(weights, axis=1)
     uniform = rng.random((values.shape[0], n_draws)) * cumulative[:, -1:]
-    index = np.minimum(
-        np.sum(cumulative[:, None, :] < uniform[:, :, None], axis=2), n_nodes - 1
-    )
+    index = np.minimum(np.sum(cumulative[:, None, :] < uniform[:, :, None], axis=2), n_nodes - 1)
     step = EAP_STEP * prior_sd
     jitter = (rng.random(index.shape) - 0.5) * step
     return (nodes[index, 0] + jitter)[:, :, None]

@@ -1,0 +1,265 @@
+"""A real model through lm-eval, adaptively: the pool task's own requests, one batch per step.
+
+The pool task is built by lm-eval itself (``TaskManager(include_path=...)``) from its YAML, so
+its documents are checked against the pool bundle by the task's loader (ids and content
+hashes). Each step asks the chosen documents through lm-eval's own path: the task's
+``build_all_requests(samples=...)`` (exactly the requests a static run sends for those
+documents), one call of ``lm.loglikelihood`` / ``lm.generate_until`` for the whole step, the
+task's filters (``apply_filters``) and its ``process_results``. Nothing is re-implemented, so
+a multiple-choice loglikelihood or a gsm8k generation + filter is scored as in the static task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._types import ItemId
+from ..errors import InputError
+from ..harness.estimates import registered_bundle
+from ..harness.hooks import GSM8K_ANSWER
+from .engine import AdaptiveSession
+from .pool import Pool, PoolEstimate, estimate_pool, pool_state
+from .runlog import append_step, read_steps
+from .selection import make_selector
+from .stopping import StoppingRule
+
+
+@dataclass
+class PoolTask:
+    """An lm-eval task over a pool's documents, with the pool and each item's document index."""
+
+    name: str
+    task: Any
+    pool: Pool
+    doc_index: dict[ItemId, int]
+
+    @property
+    def metric(self) -> str:
+        return self.pool.bundle.metric.name
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One asked item: its score and what lm-eval would log for it."""
+
+    item: ItemId
+    score: float
+    unparsed: bool
+    sample: dict[str, Any]
+
+
+def load_pool_task(name: str, include_path: str | Path) -> PoolTask:
+    """The task ``name`` from ``include_path``; refused unless its documents are one pool's."""
+    task = _load_task(name, include_path)
+    docs = list(task.eval_docs)
+    names = {str(doc.get("bundle")) for doc in docs}
+    if len(names) != 1:
+        raise InputError(f"task {name!r}: documents of several bundles {sorted(names)[:3]}")
+    bundle = registered_bundle(names.pop())  # the task's loader checked ids and hashes
+    pool = pool_state(bundle)
+    other = {str(doc.get("benchmark")) for doc in docs} - {bundle.benchmark}
+    if other:
+        raise InputError(
+            f"task {name!r}: documents of benchmark {sorted(other)[0]!r} but pool "
+            f"{bundle.name!r} is for {bundle.benchmark!r}"
+        )
+    index = {str(doc["item_id"]): k for k, doc in enumerate(docs)}
+    missing = [item for item in pool.item_ids if item not in index]
+    if missing:
+        raise InputError(f"task {name!r} lacks pool items {missing[:5]} ({len(missing)} in all)")
+    return PoolTask(name, task, pool, index)
+
+
+def _load_task(name: str, include_path: str | Path) -> Any:
+    """The lm-eval task from the pool folder only (indexing lm-eval's own tasks takes long)."""
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(include_path), include_defaults=False)
+    if name not in manager.all_tasks:
+        raise InputError(f"no pool task {name!r} in {include_path}")
+    task = manager.load([name])["tasks"].get(name)
+    if task is None:
+        raise InputError(f"{name!r} is a group, not a pool task")
+    return task
+
+
+def ask(lm: Any, pool_task: PoolTask, items: Sequence[ItemId]) -> list[Answer]:
+    """Send the static task's requests for ``items`` in one batch per request type; score them."""
+    task = pool_task.task
+    wanted = sorted(pool_task.doc_index[item] for item in items)
+    task.build_all_requests(samples=wanted, rank=0, world_size=1)
+    by_type: dict[str, list[Any]] = defaultdict(list)
+    for instance in task.instances:
+        by_type[instance.request_type].append(instance)
+    for request_type, requests in by_type.items():
+        cloned = [req for req in requests for _ in range(req.repeats)]
+        for response, req in zip(getattr(lm, request_type)(cloned), cloned, strict=True):
+            req.resps.append(response)
+    task.apply_filters()
+    by_doc: dict[int, list[Any]] = defaultdict(list)
+    for instance in task.instances:
+        by_doc[instance.doc_id].append(instance)
+    filter_key = next(iter(task.instances[0].filtered_resps))
+    answers = {}
+    for position, doc_index in enumerate(wanted):
+        requests = sorted(by_doc[position], key=lambda req: req.idx)
+        doc = requests[0].doc
+        answers[str(doc["item_id"])] = _score(task, doc, doc_index, requests, filter_key)
+    return [answers[item] for item in items]
+
+
+def _score(task: Any, doc: Any, doc_index: int, requests: list[Any], key: str) -> Answer:
+    from lm_eval.utils import handle_non_serializable, hash_string
+
+    filtered = [req.filtered_resps[key] for req in requests]
+    metrics = task.process_results(doc, filtered)
+    metric = next(m for m in metrics if not m.startswith("estimate"))
+    score = float(metrics[metric])
+    unparsed = _unparsed(task, doc, filtered)
+    target = task.doc_to_target(doc)
+    sample = {
+        "doc_id": doc_index,
+        "doc": doc,
+        "target": target,
+        "arguments": [req.args for req in requests],
+        "resps": [req.resps for req in requests],
+        "filtered_resps": filtered,
+        "filter": key,
+        "metrics": list(metrics),
+        "doc_hash": hash_string(
+            json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False)
+        ),
+        "prompt_hash": hash_string(requests[0].arguments[0]),
+        "target_hash": hash_string(str(target)),
+        **metrics,
+    }
+    return Answer(str(doc["item_id"]), score, unparsed, sample)
+
+
+def _unparsed(task: Any, doc: Any, filtered: list[Any]) -> bool:
+    """A generation with no final answer the leaderboard's rule can read (scored 0 anyway)."""
+    if task.OUTPUT_TYPE != "generate_until" or not isinstance(doc.get("answer"), str):
+        return False
+    if GSM8K_ANSWER.search(doc["answer"]) is None:
+        return False
+    return GSM8K_ANSWER.search(str(filtered[0])) is None
+
+
+def make_lm(model: str, model_args: str, *, device: str | None, batch_size: str | None) -> Any:
+    """The lm-eval model as ``lm-eval run`` makes it from the same four options."""
+    from lm_eval.api.registry import get_model
+
+    extra = {"batch_size": batch_size, "device": device}
+    return get_model(model).create_from_arg_string(
+        model_args, {k: v for k, v in extra.items() if v is not None}
+    )
+
+
+# ---------------------------------------------------------------------------- the loop
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run picks, batches and stops (``seed`` seeds randomised selection)."""
+
+    selector: str = "maxinfo"
+    top: int = 5
+    batch: int = 1
+    max_items: int = 30
+    target_se: float | None = None
+    seed: int = 0
+    level: float = 0.9
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TaskResult:
+    """What one task's adaptive run gave."""
+
+    task: str
+    estimate: PoolEstimate
+    stop_reason: str
+    answers: list[Answer]
+    steps: list[dict[str, Any]]
+    seconds: float
+    resumed_items: int
+    pool_items: int
+
+    @property
+    def unparsed(self) -> list[ItemId]:
+        return [a.item for a in self.answers if a.unparsed]
+
+
+def run_task(
+    lm: Any, pool_task: PoolTask, options: RunOptions, log: Path, *, resume: bool = False
+) -> TaskResult:
+    """Run one pool task adaptively, logging each step to ``log`` before the next."""
+    pool = pool_task.pool
+    session = AdaptiveSession(
+        pool.params,
+        selector=make_selector(options.selector, top=options.top),
+        rule=StoppingRule(options.max_items, options.target_se),
+        batch=options.batch,
+        seed=options.seed,
+        prior_mean=pool.state.prior_mean,
+        prior_sd=pool.state.prior_sd,
+    )
+    steps = read_steps(log) if resume else []
+    if steps and steps[0].get("options") != options.to_dict():
+        raise InputError(
+            f"{log}: logged with other options {steps[0].get('options')}; resume with the same "
+            "options or start in another --output_path"
+        )
+    if not resume and log.exists():
+        raise InputError(f"{log} exists: pass --resume to continue it, or another --output_path")
+    answers: list[Answer] = []
+    for step in steps:
+        session.record_items(step["items"], step["scores"])
+        answers += [
+            Answer(i, s, u, x)
+            for i, s, u, x in zip(
+                step["items"], step["scores"], step["unparsed"], step["samples"], strict=True
+            )
+        ]
+    resumed = len(answers)
+    start = time.perf_counter()
+    while (reason := session.stop_reason()) is None:
+        chosen = session.propose()[0]
+        items = [pool.params.item_ids[k] for k in chosen]
+        batch = ask(lm, pool_task, items)
+        session.record(chosen[None, :], np.array([[a.score for a in batch]]))
+        theta, se = session.ability()
+        record = {
+            "step": session.steps,
+            "items": items,
+            "scores": [a.score for a in batch],
+            "unparsed": [a.unparsed for a in batch],
+            "theta": float(theta[0]),
+            "se": float(se[0]),
+            "samples": [a.sample for a in batch],
+        }
+        if session.steps == 1:
+            record["options"] = options.to_dict()
+        append_step(log, record)
+        steps.append(record)
+        answers += batch
+    scores = {a.item: a.score for a in answers}
+    estimate = estimate_pool(pool, scores, options.level)
+    return TaskResult(
+        pool_task.name,
+        estimate,
+        reason,
+        answers,
+        steps,
+        time.perf_counter() - start,
+        resumed,
+        len(pool.item_ids),
+    )

@@ -1,0 +1,194 @@
+"""From an adaptive run's answers to the full-benchmark score and its 90% interval.
+
+Point estimate. Every source model answered every pool item, so one of the package's
+estimators (``kridge``) is fitted from the whole pool's answers to the true full-benchmark
+score. An adaptive run knows only some answers; the others are replaced by their posterior
+expected values given the answers so far (:meth:`.estimation.GridPosterior.expected_scores`):
+items already answered count as they were answered, the rest as the ability says. For the
+linear part of the estimator that is exactly the posterior mean of what the whole pool would
+give.
+
+Interval. How far that is from the truth depends on how many items were asked, and on the
+adaptive procedure itself (which items a model of that ability gets). So the intervals come from
+simulated adaptive runs of the source models, cross-fitted (each fold's models replayed with
+IRT and regression fitted without them): at each of a list of item counts ("checkpoints") the
+residuals give one conformal band (:func:`~lmeval_microbench.estimators._conformal.fit_band`),
+and a run stopped after n items uses the band of the largest checkpoint <= n (fewer items, wider
+band: conservative between checkpoints). Only each band's quantiles at three levels are kept,
+which keeps a pool small.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._types import ItemId
+from ..errors import InputError
+from ..estimators import make_estimator
+from ..estimators._conformal import ConformalBand, fit_band
+from ..estimators.base import ScoreEstimator
+from ..irt.params import ItemParams
+from ..responses import ResponseMatrix
+from ..selection.base import Subset
+
+LEVELS = (0.8, 0.9, 0.95)
+"""Interval levels a pool stores quantiles for."""
+
+BASE_CHECKPOINTS = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    12,
+    15,
+    20,
+    25,
+    30,
+    35,
+    40,
+    50,
+    60,
+    75,
+    100,
+    125,
+    150,
+    200,
+)
+"""Item counts at which simulated runs are scored to fit interval bands (plus the pool size)."""
+
+
+def checkpoints_for(n_items: int) -> tuple[int, ...]:
+    """The checkpoints of a pool of ``n_items`` items (the pool size is always the last)."""
+    return tuple(sorted({c for c in BASE_CHECKPOINTS if c < n_items} | {n_items}))
+
+
+@dataclass(frozen=True)
+class Band:
+    """The conformal band of one checkpoint: its scale shape and quantiles per level."""
+
+    n_items: int
+    shape: ConformalBand
+    quantiles: Mapping[float, np.ndarray]
+
+    @classmethod
+    def fit(cls, n_items: int, prediction: np.ndarray, truth: np.ndarray) -> Band:
+        band = fit_band(prediction, truth, "binned")
+        quantiles = {level: band.region_quantiles(level) for level in LEVELS}
+        return cls(n_items, band, quantiles)
+
+    def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
+        if level not in self.quantiles:
+            raise InputError(
+                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
+            )
+        region = self.shape.region_of(prediction)
+        return self.quantiles[level][region] * self.shape.scale(prediction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "mode": self.shape.mode,
+            "knots": _rounded(self.shape.knots),
+            "scales": _rounded(self.shape.scales),
+            "edges": _rounded(self.shape.edges),
+            "centre": self.shape.centre,
+            "spread": self.shape.spread,
+            "quantiles": {str(level): _rounded(q) for level, q in self.quantiles.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> Band:
+        shape = ConformalBand(
+            str(obj["mode"]),
+            np.asarray(obj["knots"], dtype=np.float64),
+            np.asarray(obj["scales"], dtype=np.float64),
+            np.zeros(0),
+            np.asarray(obj["edges"], dtype=np.float64),
+            (),
+            float(obj["centre"]),
+            float(obj["spread"]),
+        )
+        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
+        regions = shape.edges.size + 1
+        if any(q.shape != (regions,) for q in quantiles.values()):
+            raise InputError(
+                f"band at {obj['n_items']} items: quantiles do not match {regions} regions"
+            )
+        return cls(int(obj["n_items"]), shape, quantiles)
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 7) for v in np.asarray(values).reshape(-1)]
+
+
+@dataclass(frozen=True)
+class ScoreMap:
+    """A fitted full-score estimator of the whole pool, applied to imputed answers, plus bands.
+
+    ``estimator`` is one of the package's estimators fitted with every pool item as its subset
+    (a pool uses ``kridge``: the lowest error of all estimators with every matrix item, and a
+    range guard for models above the source range, ``bench/ours.md``). It is stored once, as
+    the pool bundle's static estimator, and only named here.
+    """
+
+    estimator: ScoreEstimator
+    bands: tuple[Band, ...] = ()
+
+    @classmethod
+    def fit(
+        cls, name: str, source: ResponseMatrix, truth: np.ndarray, irt: ItemParams | None = None
+    ) -> ScoreMap:
+        """Fit estimator ``name`` on complete source answers with every item as the subset."""
+        subset = Subset(
+            tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), "pool"
+        )
+        return cls(make_estimator(name).fit(source, subset, np.asarray(truth, float), irt=irt))
+
+    @property
+    def item_ids(self) -> tuple[ItemId, ...]:
+        return tuple(self.estimator.item_ids_)
+
+    def predict(self, imputed: np.ndarray) -> np.ndarray:
+        """Full-score estimates (fractions) from imputed answers (m, n) in pool order."""
+        imputed = np.clip(np.asarray(imputed, dtype=np.float64), 0.0, 1.0)
+        rows = [f"row{k}" for k in range(len(imputed))]
+        matrix = ResponseMatrix(imputed, rows, list(self.item_ids), source="adaptive run")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = self.estimator.estimate_matrix(matrix)[0]
+        return np.clip(value, 0.0, 1.0)
+
+    def with_bands(self, predictions: Mapping[int, np.ndarray], truth: np.ndarray) -> ScoreMap:
+        """The same map with a band per checkpoint from cross-fitted predictions."""
+        bands = tuple(Band.fit(n, predictions[n], truth) for n in sorted(predictions))
+        return ScoreMap(self.estimator, bands)
+
+    def band_for(self, n_items: int) -> Band:
+        """The band of the largest checkpoint at most ``n_items`` (the first one below it)."""
+        if not self.bands:
+            raise InputError("this score map has no interval bands")
+        fitting = [band for band in self.bands if band.n_items <= n_items]
+        return fitting[-1] if fitting else self.bands[0]
+
+    def interval(
+        self, prediction: np.ndarray, n_items: int, level: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray]:
+        prediction = np.asarray(prediction, dtype=np.float64)
+        half = self.band_for(n_items).half_width(prediction, level)
+        return np.clip(prediction - half, 0.0, 1.0), np.clip(prediction + half, 0.0, 1.0)
+
+    def bands_to_list(self) -> list[dict[str, Any]]:
+        return [band.to_dict() for band in self.bands]
+
+    @classmethod
+    def from_parts(cls, estimator: ScoreEstimator, bands: Sequence[Mapping[str, Any]]) -> ScoreMap:
+        return cls(estimator, tuple(Band.from_dict(b) for b in bands))

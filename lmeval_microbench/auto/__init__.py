@@ -1,0 +1,31 @@
+"""``--method auto``: choose the recipe (method, estimator, budget) for the user's own matrix.
+
+See :mod:`.choice` for the protocol and :mod:`._rule` for the rule that never prefers a
+recipe to random items with their plain mean unless it is clearly better there.
+"""
+
+from __future__ import annotations
+
+from ._cv import Candidate
+from .choice import (
+    AUTO,
+    BUDGET_GRID,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_METHODS,
+    FLOOR,
+    RecipeChoice,
+    check_target_mae,
+    choose_recipe,
+)
+
+__all__ = [
+    "AUTO",
+    "BUDGET_GRID",
+    "DEFAULT_ESTIMATORS",
+    "DEFAULT_METHODS",
+    "FLOOR",
+    "Candidate",
+    "RecipeChoice",
+    "check_target_mae",
+    "choose_recipe",
+]

@@ -1,0 +1,478 @@
+"""Choose selection method, estimator and budget for one matrix by nested cross-validation.
+
+Defaults of the package were tuned on thousands of leaderboard models; on a matrix of a few
+dozen models they can lose to random items read with their plain mean (greedy selection did,
+by 3 points, on 22 models). So the recipe is chosen on the user's own source models:
+
+* *inner* cross-validation over the source models measures every candidate's held-out MAE and
+  the rule of :mod:`._rule` picks one, never one that does not clearly beat the floor
+  (random items + plain mean, or the user's fixed method/estimator with the other left plain);
+* *outer* cross-validation repeats that whole choice on part of the models and scores the
+  chosen recipe on the rest, so the error it reports is that of "choose, then fit", not the
+  optimistic inner MAE of the winner. It is reported beside the floor's outer MAE.
+
+Matrices of thousands of models are subsampled for the choice (it is about the recipe, not
+the fit), and IRT candidates are left out of the default list on very wide matrices, where
+one IRT fit per split takes seconds; the record says both.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .._rng import spawn
+from ..errors import InputError
+from ..estimators import make_estimator
+from ..estimators.base import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
+from ..reliability import (
+    IRTCache,
+    Split,
+    check_budgets,
+    complete_models,
+    needs_irt,
+    select_items,
+)
+from ..responses import ResponseMatrix
+from ..selection import make_selector
+from ._cv import (
+    FAILURES,
+    Candidate,
+    Outcome,
+    SplitScheme,
+    Table,
+    estimate_split,
+    evaluate,
+    make_splits,
+)
+from ._cv import split_scheme as _split_scheme
+from ._cv import units as _units
+from ._rule import RULE, candidate_rows, pick
+
+AUTO = "auto"
+FLOOR = Candidate("random", "mean")
+DEFAULT_METHODS = ("random", "stratified", "anchor_points", "dpp", "greedy", "tinybenchmarks")
+DEFAULT_ESTIMATORS = ("mean", "irt", "kridge", "calibrated")
+IRT_METHODS = frozenset({"tinybenchmarks", "metabench"})
+"""Selectors that fit their own IRT model on every call."""
+BUDGET_GRID = (10, 25, 50, 100, 200, 400)
+MAX_MODELS = 300
+"""Models the choice runs on at most (a seeded random subsample above)."""
+WIDE_ITEMS = 3000
+"""Above this many items IRT candidates leave the default list (seconds per IRT fit)."""
+INNER_REPEATS = 10
+OUTER_REPEATS = 3
+TARGET_SHARE = 0.2
+
+
+@dataclass
+class BudgetChoice:
+    """The rule's choice at one budget, every candidate's row, the outer (nested) result."""
+
+    budget: int
+    chosen: Candidate
+    rows: list[dict]
+    nested: dict[str, Any] | None = None
+
+    @property
+    def cv_mae(self) -> float:
+        return next(
+            r["cv_mae"]
+            for r in self.rows
+            if (r["method"], r["estimator"]) == (self.chosen.method, self.chosen.estimator)
+        )
+
+
+@dataclass
+class RecipeChoice:
+    """The chosen recipe, how it was chosen, and every candidate's measured error."""
+
+    method: str
+    estimator: str
+    budget: int
+    floor: Candidate
+    per_budget: dict[int, BudgetChoice]
+    protocol: dict[str, Any]
+    target_mae: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> BudgetChoice:
+        return self.per_budget[self.budget]
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready record for the bundle's ``reliability["auto"]`` (MAE in score points)."""
+        return _finite(
+            {
+                "chosen": {
+                    "method": self.method,
+                    "estimator": self.estimator,
+                    "budget": self.budget,
+                    "cv_mae": self.chosen.cv_mae,
+                },
+                "floor": {"method": self.floor.method, "estimator": self.floor.estimator},
+                "rule": RULE,
+                "units": "score points (percent of the full benchmark)",
+                "target_mae": self.target_mae,
+                "protocol": self.protocol,
+                "candidates": [
+                    row | {"chosen": choice.chosen == Candidate(row["method"], row["estimator"])}
+                    for choice in self.per_budget.values()
+                    for row in choice.rows
+                ],
+                "nested": {str(b): c.nested for b, c in self.per_budget.items()},
+                "notes": self.notes,
+            }
+        )
+
+    def table_lines(self) -> list[str]:
+        """A small markdown table of the candidates at the chosen budget."""
+        lines = [
+            f"auto: {self.method} + {self.estimator}, {self.budget} items "
+            f"(inner CV over {self.protocol['models_used']} models; MAE in points)",
+            "| candidate | CV MAE | SE | vs floor | chosen |",
+            "|---|---:|---:|---:|:---:|",
+        ]
+        for row in self.chosen.rows:
+            label = f"{row['method']}+{row['estimator']}"
+            mark = "*" if Candidate(row["method"], row["estimator"]) == self.chosen.chosen else ""
+            cells = [_num(row[k]) for k in ("cv_mae", "cv_mae_se", "diff_vs_floor")]
+            if row["cv_mae"] is None:
+                cells = ["failed", "", ""]
+            lines.append(f"| {label} | {' | '.join(cells)} | {mark} |")
+        nested = self.chosen.nested
+        if nested and nested.get("auto_mae") is not None:
+            lines.append(
+                f"nested CV (choose, then fit): auto {nested['auto_mae']:.2f}, floor "
+                f"{nested['floor_mae']:.2f} points over {nested['splits']} outer splits"
+            )
+        return lines + self.notes
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as ``None`` all the way down (bundle JSON is strict)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------- candidates and checks
+def default_candidates(
+    methods: Sequence[str] | None, estimators: Sequence[str] | None, source: ResponseMatrix
+) -> tuple[list[Candidate], list[str]]:
+    """Method x estimator candidates, and what the defaults left out (and why).
+
+    Only *default* lists are trimmed; names the caller gives are kept. ``stratified`` draws
+    exactly the items ``random`` draws when the matrix has one stratum, so it goes; on
+    matrices wider than :data:`WIDE_ITEMS` the IRT selectors and estimators go.
+    """
+    notes: list[str] = []
+    method_names = list(methods) if methods else list(DEFAULT_METHODS)
+    estimator_names = list(estimators) if estimators else list(DEFAULT_ESTIMATORS)
+    if not methods and len(set(source.strata())) < 2:
+        method_names.remove("stratified")
+        notes.append("method stratified left out (one stratum: it would draw random's items)")
+    if source.n_items > WIDE_ITEMS:
+        wide = f"{source.n_items} items > {WIDE_ITEMS}: one IRT fit per split costs seconds"
+        if not estimators:
+            notes += [f"estimator {e} left out ({wide})" for e in estimator_names if needs_irt(e)]
+            estimator_names = [e for e in estimator_names if not needs_irt(e)]
+        if not methods:
+            notes += [f"method {m} left out ({wide})" for m in method_names if m in IRT_METHODS]
+            method_names = [m for m in method_names if m not in IRT_METHODS]
+    return [Candidate(m, e) for m in method_names for e in estimator_names], notes
+
+
+def check_names(methods: Sequence[str], estimators: Sequence[str]) -> None:
+    """Unknown method or estimator names are an :class:`InputError` before any work."""
+    for method in methods:
+        make_selector(method)
+    for name in estimators:
+        make_estimator(name)
+
+
+def check_target_mae(target_mae: float | None) -> None:
+    if target_mae is not None and not (math.isfinite(target_mae) and 0 < target_mae < 100):
+        raise InputError(
+            f"target MAE must be in score points, between 0 and 100 (exclusive), got {target_mae!r}"
+        )
+
+
+def budget_grid(n_items: int, grid: Sequence[int] = BUDGET_GRID) -> tuple[int, ...]:
+    """Budgets of ``grid`` the matrix can hold (its item count itself when it holds none)."""
+    fitting = tuple(b for b in grid if b <= n_items)
+    return fitting or (n_items,)
+
+
+def required_sources(source: ResponseMatrix, truth: np.ndarray) -> int:
+    """Fewest source models per split every estimator can be fitted on.
+
+    Below ``MIN_CALIBRATION_MODELS`` estimators fit no calibration line, which is right only
+    when the truth is the mean over the matrix items; otherwise that many are needed.
+    """
+    matrix_mean = np.allclose(truth, source.mean_scores(), rtol=0.0, atol=1e-9)
+    return MIN_SOURCE_MODELS if matrix_mean else MIN_CALIBRATION_MODELS
+
+
+# ---------------------------------------------------------------------- choice
+@dataclass
+class _Run:
+    """What every stage of one choice shares: candidates, budgets, floor, caches, progress."""
+
+    candidates: list[Candidate]
+    grid: tuple[int, ...]
+    floor: Candidate
+    required: int
+    inner_repeats: int
+    irt_cache: IRTCache
+    bar: Any = None
+
+    def inner(self, n_models: int) -> SplitScheme | None:
+        return _split_scheme(n_models, self.required, self.inner_repeats, TARGET_SHARE)
+
+    def evaluate(self, splits: Sequence[Split]) -> Table:
+        return evaluate(splits, self.candidates, self.grid, self.irt_cache, self.bar)
+
+    def units(self, n_splits: int) -> int:
+        return _units(n_splits, self.candidates, self.grid)
+
+
+def choose_recipe(
+    source: ResponseMatrix,
+    target: np.ndarray,
+    *,
+    methods: Sequence[str] | None = None,
+    estimators: Sequence[str] | None = None,
+    budgets: Sequence[int] | None = None,
+    target_mae: float | None = None,
+    floor: Candidate = FLOOR,
+    seed: int = 0,
+    irt_model: str = "2pl",
+    inner_repeats: int = INNER_REPEATS,
+    outer_repeats: int = OUTER_REPEATS,
+    max_models: int = MAX_MODELS,
+    progress: bool = True,
+) -> RecipeChoice:
+    """Choose method x estimator (x budget) for ``source`` by nested cross-validation.
+
+    Parameters
+    ----------
+    source, target
+        Responses of the source models and their true full scores (fractions).
+    methods, estimators
+        Candidate names (default :data:`DEFAULT_METHODS` x :data:`DEFAULT_ESTIMATORS`); the
+        ``floor`` candidate is always added.
+    budgets
+        Budgets to evaluate (default :data:`BUDGET_GRID`, capped at the item count); each gets
+        its own choice (``per_budget``).
+    target_mae
+        In score points: the recipe takes the smallest budget whose chosen candidate's
+        inner-CV MAE is at most this; the largest budget (with a note) when none is, or when
+        no target is given.
+    inner_repeats, outer_repeats
+        Random splits of the choice and of the nested estimate (0 outer: none); matrices too
+        small for ``share`` targets per split get leave-one-model-out cycles.
+    max_models
+        Models the choice runs on (a seeded random subsample of larger matrices).
+    """
+    check_target_mae(target_mae)
+    candidates, notes = default_candidates(methods, estimators, source)
+    if floor not in candidates:
+        candidates.append(floor)
+    check_names([c.method for c in candidates], [c.estimator for c in candidates])
+    grid = tuple(sorted(set(budgets))) if budgets else budget_grid(source.n_items)
+    check_budgets(grid, source.n_items, source.source)
+    matrix, truth = _choice_models(source, np.asarray(target, dtype=np.float64), max_models, seed)
+    run = _Run(
+        candidates, grid, floor, required_sources(matrix, truth), inner_repeats, IRTCache(irt_model)
+    )
+    inner = run.inner(matrix.n_models)
+    if inner is None:
+        raise InputError(_too_few(matrix.n_models, run.required))
+    outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
+    with tqdm(
+        total=run.units(_n_splits(run, inner, outer)),
+        desc="auto",
+        unit="subset",
+        disable=not progress,
+    ) as run.bar:
+        run.bar.set_postfix_str("choice")
+        per_budget = _choose_per_budget(
+            run.evaluate(make_splits(matrix, truth, inner, seed, "choice")), run
+        )
+        if outer is not None:
+            run.bar.set_postfix_str("nested")
+            _nested(matrix, truth, outer, seed, run, per_budget)
+    budget, budget_note = _pick_budget(per_budget, target_mae)
+    chosen = per_budget[budget].chosen
+    protocol = {
+        "models_total": int(source.n_models),
+        "models_used": int(matrix.n_models),
+        "subsampled": matrix.n_models < source.n_models,
+        "min_sources_per_split": run.required,
+        "inner": inner.as_record(),
+        "outer": outer.as_record() if outer else None,
+        "budgets": list(grid),
+        "seed": seed,
+        "irt_model": irt_model,
+        "irt_fits": run.irt_cache.fits,
+        "irt_unconverged": run.irt_cache.unconverged,
+        "left_out": notes,
+    }
+    extra = [n for n in (budget_note, outer_note) if n]
+    return RecipeChoice(
+        chosen.method, chosen.estimator, budget, floor, per_budget, protocol, target_mae, extra
+    )
+
+
+def _n_splits(run: _Run, inner: SplitScheme, outer: SplitScheme | None) -> int:
+    """Splits evaluated in all: the choice's, plus each outer split's inner ones and itself."""
+    if outer is None:
+        return inner.splits
+    nested_inner = run.inner(outer.sources)
+    return inner.splits + outer.splits * ((nested_inner.splits if nested_inner else 0) + 1)
+
+
+def _too_few(n_models: int, required: int) -> str:
+    why = (
+        "the truth is the mean over the matrix items"
+        if required == MIN_SOURCE_MODELS
+        else "the truth is not the mean over the matrix items, so each fit needs a calibration line"
+    )
+    return (
+        f"auto needs at least {required + 1} models with responses and scores ({why}: every "
+        f"cross-validation fit needs {required} source models); the matrix has {n_models}. "
+        "Name --method and --budget instead"
+    )
+
+
+def _choice_models(
+    source: ResponseMatrix, truth: np.ndarray, max_models: int, seed: int
+) -> tuple[ResponseMatrix, np.ndarray]:
+    """Complete models, at most ``max_models`` of them (a seeded random subsample)."""
+    matrix, truth = complete_models(source, truth)
+    if matrix.n_models <= max_models:
+        return matrix, truth
+    rows = np.sort(spawn(seed, 1)[0].choice(matrix.n_models, max_models, replace=False))
+    return matrix.select_models([matrix.model_ids[r] for r in rows]), truth[rows]
+
+
+def _outer_scheme(
+    n_models: int, run: _Run, outer_repeats: int
+) -> tuple[SplitScheme | None, str | None]:
+    """Outer splits that leave every inner split enough sources, or None and why."""
+    if outer_repeats < 1:
+        return None, None
+    outer = _split_scheme(n_models, run.required + 1, outer_repeats, TARGET_SHARE)
+    if outer is None:
+        return None, (
+            f"no nested estimate: {n_models} models leave too few for an inner "
+            f"cross-validation with {run.required} sources per fit; the inner-CV MAE of the "
+            "chosen recipe is optimistic"
+        )
+    return outer, None
+
+
+def _choose_per_budget(table: Table, run: _Run) -> dict[int, BudgetChoice]:
+    choices = {}
+    for budget in run.grid:
+        rows = candidate_rows(table, run.candidates, budget, run.floor)
+        chosen = pick(rows, run.floor)
+        if chosen is None:
+            status = next(r["status"] for r in rows if _candidate(r) == run.floor)
+            raise InputError(
+                f"auto: the floor {run.floor.label} cannot be evaluated at budget {budget}: "
+                f"{status}"
+            )
+        choices[budget] = BudgetChoice(budget, chosen, rows)
+    return choices
+
+
+def _candidate(row: dict) -> Candidate:
+    return Candidate(row["method"], row["estimator"])
+
+
+def _pick_budget(per_budget: dict[int, BudgetChoice], target_mae: float | None) -> tuple[int, str]:
+    """The smallest budget whose chosen recipe reaches ``target_mae``; else (or without one)
+    the largest."""
+    grid = sorted(per_budget)
+    if target_mae is None:
+        return grid[-1], ""
+    for budget in grid:
+        if per_budget[budget].cv_mae <= target_mae:
+            return budget, ""
+    best = per_budget[grid[-1]].cv_mae
+    return grid[-1], (
+        f"no budget of {grid} reaches the target MAE of {target_mae:g} points; using the "
+        f"largest, {grid[-1]} items (inner-CV MAE {best:.2f} points)"
+    )
+
+
+# ---------------------------------------------------------------------- nested estimate
+def _nested(
+    matrix: ResponseMatrix,
+    truth: np.ndarray,
+    outer: SplitScheme,
+    seed: int,
+    run: _Run,
+    per_budget: dict[int, BudgetChoice],
+) -> None:
+    """Repeat the choice inside each outer split; score the choice and the floor on its targets."""
+    auto = {b: Outcome() for b in run.grid}
+    base = {b: Outcome() for b in run.grid}
+    picks: dict[int, Counter[str]] = {b: Counter() for b in run.grid}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k, split in enumerate(make_splits(matrix, truth, outer, seed + 1, "outer")):
+            inner = run.inner(split.source.n_models)
+            assert inner is not None  # _outer_scheme left room for it
+            stage = f"outer{k}"
+            table = run.evaluate(
+                make_splits(split.source, split.source_truth, inner, split.selection_seed, stage)
+            )
+            for budget in run.grid:
+                chosen = pick(candidate_rows(table, run.candidates, budget, run.floor), run.floor)
+                chosen = chosen or run.floor
+                picks[budget][chosen.label] += 1
+                _score(split, chosen, budget, auto[budget], run.irt_cache)
+                _score(split, run.floor, budget, base[budget], run.irt_cache)
+            run.bar.update(run.units(1))
+    for budget in run.grid:
+        per_budget[budget].nested = {
+            "splits": outer.splits,
+            "auto_mae": auto[budget].mae(),
+            "floor_mae": base[budget].mae(),
+            "auto_coverage90": auto[budget].coverage(),
+            "floor_coverage90": base[budget].coverage(),
+            "failure": auto[budget].failure or base[budget].failure,
+            "picks": dict(picks[budget].most_common()),
+        }
+
+
+def _score(
+    split: Split, candidate: Candidate, budget: int, outcome: Outcome, irt_cache: IRTCache
+) -> None:
+    """Fit ``candidate`` on the outer split's sources and add its target errors."""
+    if outcome.failure is not None:
+        return
+    irt = irt_cache.get(split) if needs_irt(candidate.estimator) else None
+    try:
+        subset = select_items(make_selector(candidate.method), split, budget)
+        outcome.add(split.target_truth, *estimate_split(split, subset, candidate.estimator, irt))
+    except FAILURES as exc:
+        outcome.failure = f"{candidate.label}: {exc}"

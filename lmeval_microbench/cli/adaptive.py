@@ -1,0 +1,285 @@
+"""``microbench adaptive``: evaluate a model adaptively through lm-eval; ``adaptive build`` pools.
+
+A run asks each task's pool, step by step, the items most informative at the model's current
+ability (lm-eval's own model API and the pool task's own requests and scoring), stops at the
+target standard error or the item budget, and writes lm-eval-shaped ``results_*.json`` and
+``samples_*.jsonl`` that ``microbench reconstruct`` can read, plus a step log that
+``--resume`` continues after a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MicrobenchError
+from ._options import positive_int, print_table
+
+DEFAULT_TASKS = "microbench_mmlu,microbench_truthfulqa,microbench_winogrande"
+
+EPILOG = """\
+examples:
+  microbench adaptive --model hf --model_args pretrained=EleutherAI/pythia-160m \\
+      --tasks microbench_mmlu,microbench_gsm8k --max-items 30 --target-se 0.25 --output_path out/
+  microbench adaptive --model hf --model_args pretrained=M --output_path out/ --resume
+  microbench adaptive build --responses arc_easy.parquet --task arc_easy --metric acc_norm \\
+      --out my_pools/
+
+Task names: a shipped static task (microbench_mmlu) means its pool (microbench_pool_mmlu);
+--include_path points at your own pools (written by `microbench adaptive build`).
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "adaptive",
+        help="adaptive evaluation of a model through lm-eval (Fluid Benchmarking); "
+        "`adaptive build` makes an item pool",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", help="lm-eval model type (hf, vllm, ...)")
+    parser.add_argument("--model_args", default="", help="lm-eval model arguments")
+    parser.add_argument("--device", help="lm-eval --device")
+    parser.add_argument("--batch_size", help="lm-eval --batch_size")
+    parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"default: {DEFAULT_TASKS}")
+    parser.add_argument("--include_path", help="folder of pool tasks (default: shipped pools)")
+    parser.add_argument("--output_path", type=Path, help="folder for results, samples, step logs")
+    parser.add_argument("--max-items", type=positive_int, default=30, help="item budget per task")
+    parser.add_argument("--target-se", type=float, help="stop once the ability's se is this low")
+    parser.add_argument("--items-per-step", type=positive_int, default=1, help="K (default: 1)")
+    parser.add_argument(
+        "--selector",
+        choices=("maxinfo", "randomesque"),
+        default="maxinfo",
+        help="maxinfo: the most informative items; randomesque: a random pick among the --top "
+        "most informative (limits item exposure)",
+    )
+    parser.add_argument("--top", type=positive_int, default=5, help="randomesque: pick among top")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--resume", action="store_true", help="continue the step logs")
+    parser.set_defaults(run=run)
+    sub = parser.add_subparsers(
+        dest="adaptive_command", metavar="{build}", help="build: an item pool of your own task"
+    )
+    _add_build(sub)
+
+
+def _add_build(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "build",
+        help="an item pool (every matrix item) as an lm-eval task folder",
+        description="Fit IRT, the score estimator and interval bands (cross-fitted adaptive "
+        "replays) on every item of MATRIX, and write the pool task (a bundle + documents) "
+        "rendered from lm-eval task TASK.",
+    )
+    parser.add_argument(
+        "--responses", required=True, help="response matrix of the source models (parquet/CSV)"
+    )
+    parser.add_argument("--task", required=True, help="lm-eval task name or its YAML file")
+    parser.add_argument("--include_path", help="folder of the task's YAML (lm-eval's option)")
+    parser.add_argument("--metric", help="acc, acc_norm or exact_match (default by task type)")
+    parser.add_argument("--filter", default="none", help="filter of a generative task's scores")
+    parser.add_argument("--scores", help="CSV of true full scores per model (default: row mean)")
+    parser.add_argument("--score-column", default="score", help="column of --scores")
+    parser.add_argument(
+        "--score-scale", default="auto", help="fraction, percent or auto (default: auto)"
+    )
+    parser.add_argument("--benchmark", help="benchmark name (default: the task's)")
+    parser.add_argument("--id-field", help="document field holding the matrix's item ids")
+    parser.add_argument("--id-prefix", default="", help="prefix of those ids")
+    parser.add_argument("--num-fewshot", type=int, help="as the matrix's runs used")
+    parser.add_argument("--fewshot-seed", type=int, default=1234, help="(default: 1234)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="task folder to write the pool task into; refuses to replace it without --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a pool task of the same name"
+    )
+    parser.set_defaults(run=run_build)
+
+
+# ---------------------------------------------------------------------------- run
+def run(args: argparse.Namespace) -> int:
+    from ..adaptive.pool_task import SHIPPED_POOLS, pool_task_name
+    from ..adaptive.runner import RunOptions, load_pool_task, make_lm
+
+    if args.model is None or args.output_path is None:
+        raise InputError("adaptive: --model and --output_path are required")
+    if args.target_se is not None and args.target_se <= 0:
+        raise InputError(f"--target-se must be positive, got {args.target_se}")
+    include = args.include_path or str(SHIPPED_POOLS)
+    options = RunOptions(
+        args.selector, args.top, args.items_per_step, args.max_items, args.target_se, args.seed
+    )
+    names = [pool_task_name(t.strip()) for t in args.tasks.split(",") if t.strip()]
+    tasks = [load_pool_task(name, include) for name in names]
+    started = time.perf_counter()
+    lm = make_lm(args.model, args.model_args, device=args.device, batch_size=args.batch_size)
+    results = [_run_one(lm, task, options, args) for task in tasks]
+    _write_results(args, options, results, time.perf_counter() - started)
+    _print(results)
+    return 0
+
+
+def _run_one(lm: Any, pool_task: Any, options: Any, args: argparse.Namespace) -> Any:
+    from ..adaptive.runlog import log_path, write_samples
+    from ..adaptive.runner import run_task
+
+    args.output_path.mkdir(parents=True, exist_ok=True)
+    log = log_path(args.output_path, pool_task.name)
+    try:
+        result = run_task(lm, pool_task, options, log, resume=args.resume)
+    except Exception as exc:  # the model raised: what was logged stays, say how to go on
+        if isinstance(exc, MicrobenchError):
+            raise
+        raise InputError(
+            f"{pool_task.name}: the model failed mid-run ({type(exc).__name__}: {exc}); the "
+            f"finished steps are in {log}: rerun with --resume to continue"
+        ) from exc
+    samples = []
+    for step in result.steps:
+        for k, sample in enumerate(step["samples"]):
+            block = {
+                "step": step["step"],
+                "position": len(samples) + 1,
+                "theta": step["theta"],
+                "se": step["se"],
+                "unparsed": step["unparsed"][k],
+            }
+            samples.append({**sample, "adaptive": block})
+    stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
+    write_samples(args.output_path / f"samples_{pool_task.name}_{stamp}.jsonl", samples)
+    return result
+
+
+def _write_results(
+    args: argparse.Namespace, options: Any, results: list[Any], seconds: float
+) -> None:
+    from ..adaptive.runlog import write_json
+
+    payload = {
+        "results": {},
+        "adaptive": {},
+        "n-samples": {},
+        "config": {
+            "model": args.model,
+            "model_args": args.model_args,
+            "device": args.device,
+            "batch_size": args.batch_size,
+        },
+        "model_name": args.model_args.split("pretrained=")[-1].split(",")[0] or args.model,
+        "total_evaluation_time_seconds": f"{seconds:.1f}",
+    }
+    for result in results:
+        est, scores = result.estimate, [a.score for a in result.answers]
+        metric = f"{result.answers[0].sample['metrics'][0]},none" if result.answers else "acc,none"
+        payload["results"][result.task] = {
+            "alias": result.task,
+            metric: sum(scores) / max(1, len(scores)),
+            "estimate,none": est.value,
+            "estimate_lower,none": est.lower,
+            "estimate_upper,none": est.upper,
+        }
+        payload["n-samples"][result.task] = {
+            "original": result.pool_items,
+            "effective": len(scores),
+        }
+        payload["adaptive"][result.task] = {
+            "options": options.to_dict(),
+            "stop_reason": result.stop_reason,
+            "n_items": est.n_items,
+            "theta": est.theta,
+            "se": est.se,
+            "order": [a.item for a in result.answers],
+            "steps": len(result.steps),
+            "resumed_items": result.resumed_items,
+            "seconds": result.seconds,
+            "unparsed": result.unparsed,
+        }
+    stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
+    write_json(args.output_path / f"results_{stamp}.json", payload)
+
+
+def _print(results: list[Any]) -> None:
+    rows = []
+    for result in results:
+        est = result.estimate
+        rows.append(
+            {
+                "task": result.task,
+                "estimate": f"{100 * est.value:.1f}",
+                "90% interval": f"[{100 * est.lower:.1f}, {100 * est.upper:.1f}]",
+                "items": est.n_items,
+                "ability (se)": f"{est.theta:.2f} ({est.se:.2f})",
+                "stopped": result.stop_reason,
+                "time": f"{result.seconds:.1f} s",
+            }
+        )
+    print_table(rows, list(rows[0]) if rows else [])
+    for result in results:
+        if result.stop_reason == "pool_exhausted":
+            print(f"{result.task}: the pool ran out before the target se was reached")
+        if result.unparsed:
+            print(
+                f"{result.task}: {len(result.unparsed)} generations had no parsable answer "
+                f"(scored 0): {', '.join(result.unparsed[:10])}",
+                file=sys.stderr,
+            )
+
+
+# ---------------------------------------------------------------------------- build
+def run_build(args: argparse.Namespace) -> int:
+    from ..adaptive import build_pool, pool_task_spec
+    from ..bundle import MetricSpec
+    from ..harness.export import write_task
+    from ..harness.render import finish_docs, load_task, render_task, with_document_hashes
+    from ..responses import ResponseMatrix
+    from ..truth import align_target, read_scores
+
+    matrix = ResponseMatrix.read(args.responses)
+    scores = (
+        read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
+    )
+    source, truth = align_target(matrix, scores)
+    task_obj = load_task(
+        args.task,
+        include_path=args.include_path,
+        num_fewshot=args.num_fewshot,
+        fewshot_seed=args.fewshot_seed,
+    )
+    name = task_obj.config.task
+    benchmark = args.benchmark or name
+    metric = args.metric or ("exact_match" if task_obj.OUTPUT_TYPE == "generate_until" else "acc")
+    rendered = render_task(
+        task_obj,
+        metric=metric,
+        filter=args.filter,
+        id_field=args.id_field,
+        id_prefix=args.id_prefix,
+        benchmark=benchmark,
+    )
+    label = f"{benchmark}-pool"
+    source = with_document_hashes(source, rendered, label)
+    bundle = build_pool(
+        source,
+        truth,
+        name=label,
+        benchmark=benchmark,
+        metric=MetricSpec(name=metric, filter=args.filter),
+        seed=args.seed,
+    )
+    spec = pool_task_spec(rendered.spec(f"microbench_{benchmark}", metric), benchmark)
+    if (args.out / f"{spec.task}.yaml").exists() and not args.overwrite:
+        raise InputError(f"{args.out} already holds task {spec.task!r}; pass --overwrite")
+    path = write_task(args.out, spec, bundle, finish_docs(rendered, bundle.item_ids, label))
+    print(f"wrote pool task {spec.task} ({bundle.budget} items) to {path}")
+    return 0

@@ -1,0 +1,255 @@
+"""``microbench rank``: rank many models cheaply, coarse to fine (Flash-HELM tiers).
+
+Two modes share the round engine (``lmeval_microbench.rank``): a replay over a response
+matrix with known full scores (``--responses``; a simulation, as ``reliability``) and live
+lm-eval runs of many models on micro tasks (``--model_args`` / ``--model-args-file``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import Any
+
+from ._options import (
+    ESTIMATORS,
+    METHODS,
+    add_irt_model,
+    add_out,
+    add_responses,
+    add_seed,
+    estimator_name,
+    interval_level,
+    listing,
+    method_name,
+    positive_int,
+    print_json,
+    split_list,
+)
+
+EXAMPLES = """\
+examples:
+  microbench rank --responses mmlu_B.parquet --scores mmlu_B_scores.csv \\
+      --score-column full_score_metabench --population 100 --out /tmp/rank-mmlu
+  microbench rank --model hf --model-args-file models.txt --tasks microbench_mmlu \\
+      --out /tmp/rank-live
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "rank",
+        help="rank many models coarse to fine: more items only where the ranking needs them",
+        description=(
+            "Score every model on a few items, then give more items only to models whose rank "
+            "interval is wider than the resolution of the finest tier it reaches (tiers "
+            "1-4,5-9,10-19,20-50,51- by default); stop when all are resolved, at the last "
+            "level, or when --max-items is spent. Replay over a response matrix "
+            "(--responses) or run lm-eval live (--model_args / --model-args-file)."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay = parser.add_argument_group("replay over a response matrix")
+    add_responses(replay, required=False)
+    replay.add_argument("--scores", help="true full-benchmark scores (default: row means)")
+    replay.add_argument(
+        "--score-column", default="score", help="column of --scores holding the score"
+    )
+    replay.add_argument(
+        "--score-model-column", default="model", help="column of --scores with model ids"
+    )
+    replay.add_argument(
+        "--score-scale",
+        choices=("auto", "fraction", "percent"),
+        default="auto",
+        help="scale of --scores: fraction, percent or auto (detected; default)",
+    )
+    replay.add_argument("--population", type=positive_int, default=100, help="models to rank")
+    replay.add_argument("--max-sources", type=positive_int, help="cap on source models")
+    replay.add_argument(
+        "--method",
+        type=method_name,
+        default="random",
+        metavar="METHOD",
+        help=f"selection method: {listing(METHODS)} (default: random)",
+    )
+    replay.add_argument(
+        "--estimator",
+        type=estimator_name,
+        default="ridge",
+        metavar="NAME",
+        help=f"estimator: {listing(ESTIMATORS)} (default: ridge)",
+    )
+    add_irt_model(replay)
+    replay.add_argument("--levels", help="increasing item counts (default: doubling to all)")
+    live = parser.add_argument_group("live lm-eval runs")
+    live.add_argument("--model", default="hf", help="lm-eval model type (default: hf)")
+    live.add_argument("--model_args", action="append", default=[], help="one model (repeat)")
+    live.add_argument("--model-args-file", help="file with one --model_args string per line")
+    live.add_argument("--tasks", default="microbench_openllm", help="micro tasks or groups")
+    live.add_argument("--include_path", help="micro task folder (default: the shipped tasks)")
+    live.add_argument(
+        "--fractions", default="0.25,0.5,1", help="share of each task's items per level"
+    )
+    live.add_argument("--batch_size", default="1", help="lm-eval --batch_size (default: 1)")
+    live.add_argument("--device", default=None, help="lm-eval --device (default: lm-eval's)")
+    parser.add_argument("--tiers", default=None, help="e.g. 1-4,5-9,10-19,20-50,51- (:RES)")
+    parser.add_argument("--max-items", type=positive_int, help="total item budget")
+    parser.add_argument(
+        "--rank-intervals",
+        choices=("simulate", "overlap"),
+        default="simulate",
+        help="rank intervals from simulated score draws or from overlapping score intervals "
+        "(default: simulate)",
+    )
+    parser.add_argument(
+        "--rank-level",
+        type=interval_level,
+        default=0.9,
+        help="level of the rank intervals (default: 0.9)",
+    )
+    parser.add_argument("--full-items", type=positive_int, help="items of the full benchmarks")
+    add_out(parser, "folder for ranking.json, ranking.md and rank_intervals.png")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
+    add_seed(parser)
+    parser.set_defaults(run=run)
+
+
+def model_name(model_args: str) -> str:
+    """A model's name: its ``pretrained=`` value, else the whole ``--model_args`` string."""
+    for part in model_args.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() == "pretrained" and value.strip():
+            return value.strip()
+    return model_args.strip()
+
+
+def read_model_args(args: argparse.Namespace) -> dict[str, str]:
+    """``name -> model_args`` from the repeated option and the file (blank/# lines skipped)."""
+    from ..errors import InputError
+    from ..rank.rounds import check_models
+
+    lines = list(args.model_args)
+    if args.model_args_file:
+        with open(args.model_args_file, encoding="utf-8") as handle:
+            lines += [ln.strip() for ln in handle if ln.strip() and not ln.startswith("#")]
+    names = check_models([model_name(line) for line in lines])
+    if len(names) != len(set(lines)):
+        raise InputError("the same --model_args string is listed twice")
+    return dict(zip(names, lines, strict=True))
+
+
+def _options(args: argparse.Namespace):
+    from ..rank import FLASH_HELM_TIERS, RoundOptions, parse_tiers
+
+    return RoundOptions(
+        parse_tiers(args.tiers or FLASH_HELM_TIERS),
+        max_items=args.max_items,
+        interval_method=args.rank_intervals,
+        rank_level=args.rank_level,
+        seed=args.seed,
+    )
+
+
+def _replay(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
+    from ..rank.replay import ReplayEvaluator, default_levels, split_population
+    from ..responses import ResponseMatrix
+    from ..truth import align_target, read_scores
+
+    scores = None
+    if args.scores:
+        scores = read_scores(
+            args.scores,
+            args.score_column,
+            model_column=args.score_model_column,
+            scale=args.score_scale,
+        )
+    matrix, truth = align_target(ResponseMatrix.read(args.responses), scores)
+    source, source_truth, population, population_truth = split_population(
+        matrix, truth, args.population, seed=args.seed, max_sources=args.max_sources
+    )
+    levels = (
+        [int(x) for x in split_list(args.levels)] if args.levels else default_levels(matrix.n_items)
+    )
+    evaluator = ReplayEvaluator(
+        source,
+        source_truth,
+        population,
+        levels=levels,
+        method=args.method,
+        estimator=args.estimator,
+        irt_model=args.irt_model,
+        seed=args.seed,
+    )
+    info = {
+        "mode": "replay",
+        "source": matrix.source,
+        "method": args.method,
+        "estimator": args.estimator,
+        "n_sources": source.n_models,
+        "truth": dict(zip(population.model_ids, population_truth.tolist(), strict=True)),
+    }
+    return evaluator, list(population.model_ids), info
+
+
+def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
+    from ..harness import include_path
+    from ..rank.live import LiveEvaluator
+
+    models = read_model_args(args)
+    kwargs: dict[str, Any] = {"batch_size": args.batch_size}
+    if args.device:
+        kwargs["device"] = args.device
+    evaluator = LiveEvaluator(
+        models,
+        split_list(args.tasks) or [],
+        args.include_path or include_path(),
+        fractions=[float(x) for x in split_list(args.fractions) or []],
+        model=args.model,
+        seed=args.seed,
+        lm_eval_kwargs=kwargs,
+    )
+    info = {"mode": "live", "model": args.model, "tasks": sorted(evaluator.tasks)}
+    return evaluator, list(models), info
+
+
+def replay_check(ranking: Any, truth: dict[str, float], tiers: Any) -> dict[str, Any]:
+    """How the replayed ranking compares with the true full-benchmark ranking."""
+    from ..rank.evaluation import ranking_quality
+
+    return ranking_quality(ranking.models, truth, tiers=tiers)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+    from ..rank import run_rounds
+    from ..rank.report import payload, write_report
+
+    live = bool(args.model_args or args.model_args_file)
+    if live == bool(args.responses):
+        raise InputError("give either --responses (replay) or --model_args/--model-args-file")
+    evaluator, models, info = (_live if live else _replay)(args)
+    truth = info.pop("truth", None)
+    ranking = run_rounds(evaluator, models, _options(args))
+    document = payload(ranking, info, args.full_items)
+    if truth is not None:
+        document["replay_check"] = replay_check(ranking, truth, _options(args).tiers)
+    written: dict[str, str] = {}
+    if args.out:
+        written = write_report(args.out, document, _png(args, document), overwrite=args.overwrite)
+    print_json({"cost": document["cost"], "written": written, "failures": ranking.failures})
+    return 0
+
+
+def _png(args: argparse.Namespace, document: dict[str, Any]) -> bytes | None:
+    from ..plots import matplotlib_available
+    from ..rank.report import rank_interval_png
+
+    if args.no_plots:
+        return None
+    if not matplotlib_available():
+        warnings.warn("matplotlib is not installed: no plot", stacklevel=1)
+        return None
+    title = f"rank intervals ({document['cost']['models']} models)"
+    return rank_interval_png(document["ranking"], title)

@@ -1,0 +1,177 @@
+"""Live rounds: many models through lm-eval on micro tasks, a few documents at a time.
+
+The tasks (shipped or a user's micro task folder) hold only their subset items, so a level
+is a share of each task's documents: nested prefixes of one seeded random order per task.
+A promotion runs ``lm_eval.simple_evaluate`` with ``samples={task: new document indices}``
+and keeps every item score it logged; a model's estimate at a level is its bundle
+estimator's on the items scored so far, the rest imputed from the bundle's IRT model
+(``allow_missing``, see ``estimators.missing``). Several tasks are averaged, as the Open LLM
+Leaderboard averages its benchmarks, with independent errors combined per side.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from ..bundle import Bundle
+from ..errors import InputError
+from .rounds import LEVEL, Evaluated, Scored
+
+ALLOW_MISSING = {"microbench_allow_missing": True}
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A leaf task: its document count, bundle and version."""
+
+    name: str
+    n_docs: int
+    bundle: Bundle
+    version: Any
+
+
+def leaf_tasks(task_dict: Mapping[Any, Any]) -> dict[str, Any]:
+    """Leaf task objects by name from lm-eval's (possibly nested) task dict."""
+    leaves: dict[str, Any] = {}
+    for key, value in task_dict.items():
+        if isinstance(value, Mapping):
+            leaves.update(leaf_tasks(value))
+        else:
+            leaves[str(key)] = value
+    return leaves
+
+
+def load_tasks(tasks: Sequence[str], include_path: str | os.PathLike[str]) -> tuple[Any, dict]:
+    """lm-eval's task manager over ``include_path`` and the leaf tasks of ``tasks``."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    from ..harness.estimates import registered_bundle
+
+    manager = TaskManager(include_path=str(include_path), metadata=dict(ALLOW_MISSING))
+    infos = {}
+    for name, task in leaf_tasks(get_task_dict(list(tasks), manager)).items():
+        bundle_name = (task.config.metadata or {}).get("bundle")
+        if bundle_name is None:
+            raise InputError(f"task {name!r} is not a micro task (no bundle in its metadata)")
+        infos[name] = TaskInfo(
+            name, len(task.eval_docs), registered_bundle(bundle_name), task.VERSION
+        )
+    return manager, infos
+
+
+def level_counts(n_docs: int, fractions: Sequence[float]) -> list[int]:
+    """Documents of a task at each level: ``ceil(fraction x n_docs)``, at least one."""
+    return [max(1, min(n_docs, math.ceil(f * n_docs))) for f in fractions]
+
+
+def check_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    fractions = tuple(float(f) for f in fractions)
+    if not fractions or fractions[-1] != 1.0 or any(not 0 < f <= 1 for f in fractions):
+        raise InputError(f"level fractions must be in (0, 1] and end at 1, got {list(fractions)}")
+    if any(b <= a for a, b in pairwise(fractions)):
+        raise InputError(f"level fractions must increase, got {list(fractions)}")
+    return fractions
+
+
+def combine(estimates: Sequence[Scored]) -> Scored:
+    """Mean over tasks; each side's half-width is the root sum of squares over the task count."""
+    value = float(np.mean([e.value for e in estimates]))
+    down = math.sqrt(sum((e.value - e.lower) ** 2 for e in estimates)) / len(estimates)
+    up = math.sqrt(sum((e.upper - e.value) ** 2 for e in estimates)) / len(estimates)
+    return Scored(value, max(0.0, value - down), min(1.0, value + up))
+
+
+def item_scores(samples: Sequence[Mapping[str, Any]], metric: str) -> dict[str, float]:
+    """``item id -> score`` from lm-eval's logged samples of a micro task."""
+    return {str(s["doc"]["item_id"]): float(s[metric]) for s in samples}
+
+
+class LiveEvaluator:
+    """Scores models with lm-eval, one promotion at a time: see the module docstring."""
+
+    def __init__(
+        self,
+        model_args: Mapping[str, str],
+        tasks: Sequence[str],
+        include_path: str | os.PathLike[str],
+        *,
+        fractions: Sequence[float],
+        model: str = "hf",
+        seed: int = 0,
+        lm_eval_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model_args, self.model = dict(model_args), model
+        self.manager, self.tasks = load_tasks(tasks, include_path)
+        fractions = check_fractions(fractions)
+        rng = np.random.default_rng(seed)
+        self.order = {t: rng.permutation(info.n_docs) for t, info in self.tasks.items()}
+        self.counts = {t: level_counts(i.n_docs, fractions) for t, i in self.tasks.items()}
+        self.levels = tuple(
+            int(sum(c[k] for c in self.counts.values())) for k in range(len(fractions))
+        )
+        self.kwargs = dict(lm_eval_kwargs or {})
+        self.scores: dict[str, dict[str, dict[str, float]]] = {}
+        self.level_of: dict[str, int] = {}
+
+    def _new_docs(self, name: str, level: int) -> dict[str, list[int]]:
+        done = self.level_of.get(name)
+        docs = {}
+        for task, counts in self.counts.items():
+            start = 0 if done is None else counts[done]
+            docs[task] = sorted(int(i) for i in self.order[task][start : counts[level]])
+        return {t: d for t, d in docs.items() if d}
+
+    def _run(self, name: str, docs: dict[str, list[int]]) -> dict[str, Any]:
+        import lm_eval
+
+        return lm_eval.simple_evaluate(
+            model=self.model,
+            model_args=self.model_args[name],
+            tasks=list(docs),
+            task_manager=self.manager,
+            samples=docs,
+            log_samples=True,
+            **self.kwargs,
+        )
+
+    def _check_versions(self, results: Mapping[str, Any]) -> None:
+        for task, version in (results.get("versions") or {}).items():
+            if task in self.tasks and str(version) != str(self.tasks[task].version):
+                raise InputError(
+                    f"task {task!r} ran as version {version}, the ranking uses version "
+                    f"{self.tasks[task].version}: rank models on one task version"
+                )
+
+    def _estimate(self, name: str) -> Scored:
+        from ..reconstruct import bundle_estimator
+
+        parts = []
+        for task, info in self.tasks.items():
+            scores = self.scores[name].get(task, {})
+            missing = len(scores) < info.bundle.budget
+            est = bundle_estimator(info.bundle).estimate(scores, level=LEVEL, allow_missing=missing)
+            parts.append(Scored(est.value, est.lower, est.upper))
+        return combine(parts)
+
+    def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
+        out = Evaluated()
+        for name in models:
+            try:
+                results = self._run(name, self._new_docs(name, level))
+                self._check_versions(results)
+                kept = self.scores.setdefault(name, {})
+                for task, samples in results["samples"].items():
+                    metric = self.tasks[task].bundle.metric.name
+                    kept.setdefault(task, {}).update(item_scores(samples, metric))
+                self.level_of[name] = level
+                out.scores[name] = self._estimate(name)
+            except Exception as exc:  # a failed model is reported, not fatal
+                out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return out

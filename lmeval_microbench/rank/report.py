@@ -1,0 +1,119 @@
+"""Outputs of a ranking: JSON payload, markdown table and a PNG of the rank intervals.
+
+Every output is built in memory first and written atomically into ``--out DIR`` only when
+all of them exist, so a failure leaves nothing half-written; an existing report is kept
+unless ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._io import atomic_path
+from ..errors import InputError
+from .rounds import Ranking
+
+FILES = {"json": "ranking.json", "md": "ranking.md", "png": "rank_intervals.png"}
+
+
+def cost_summary(ranking: Ranking, full_items: int | None = None) -> dict[str, Any]:
+    """Items spent against every model on the whole subset (flat) and on the full benchmark."""
+    n_models = len(_ranked(ranking) | set(ranking.failures))
+    flat = n_models * ranking.levels[-1]
+    summary = {
+        "models": len(ranking.models),
+        "items_spent": ranking.items_spent,
+        "flat_subset_items": flat,
+        "share_of_flat": ranking.items_spent / flat if flat else None,
+        "full_benchmark_items": None if full_items is None else n_models * full_items,
+    }
+    if full_items:
+        summary["share_of_full"] = ranking.items_spent / (n_models * full_items)
+    return summary
+
+
+def _ranked(ranking: Ranking) -> set[str]:
+    return {row["model"] for row in ranking.models}
+
+
+def payload(ranking: Ranking, info: Mapping[str, Any], full_items: int | None = None) -> dict:
+    """JSON-ready record of the ranking, its rounds, failures and costs."""
+    return {
+        **info,
+        "levels": list(ranking.levels),
+        "stop_reason": ranking.stop_reason,
+        "cost": cost_summary(ranking, full_items),
+        "rounds": ranking.rounds,
+        "failures": ranking.failures,
+        "ranking": ranking.models,
+    }
+
+
+def markdown(document: Mapping[str, Any]) -> str:
+    """The ranking as a markdown table with the costs above it."""
+    cost = document["cost"]
+    full = cost["full_benchmark_items"]
+    lines = [
+        f"# Ranking of {cost['models']} models (coarse to fine)",
+        "",
+        f"Items spent: {cost['items_spent']} (flat subset: {cost['flat_subset_items']}"
+        + (f", full benchmarks: {full}" if full else "")
+        + f"). Levels: {document['levels']}. Stopped: {document['stop_reason']}.",
+        "",
+        "| rank | model | estimate | 90% interval | rank interval | tier | items | resolved |",
+        "|---:|---|---:|---|---|---|---:|---|",
+    ]
+    for row in document["ranking"]:
+        lines.append(
+            f"| {row['rank']} | {row['model']} | {100 * row['estimate']:.1f} | "
+            f"{100 * row['lower']:.1f}-{100 * row['upper']:.1f} | "
+            f"{row['rank_low']}-{row['rank_high']} | {row['tier']} | {row['items']} | "
+            f"{'yes' if row['resolved'] else 'no'} |"
+        )
+    for model, why in document["failures"].items():
+        lines.append(f"\nFailed: {model}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def rank_interval_png(rows: list[Mapping[str, Any]], title: str, max_models: int = 60) -> bytes:
+    """Horizontal bars of the rank intervals of the best ``max_models``, point rank marked."""
+    from matplotlib.figure import Figure
+
+    rows = rows[:max_models]
+    figure = Figure(figsize=(7, 1.5 + 0.18 * len(rows)))
+    ax = figure.add_subplot()
+    for y, row in enumerate(rows):
+        ax.plot([row["rank_low"], row["rank_high"]], [y, y], color="tab:blue", lw=2)
+        ax.plot(row["rank"], y, "o", color="black" if row["resolved"] else "tab:red", ms=3)
+    ax.set_yticks(range(len(rows)), [str(r["model"])[:40] for r in rows], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("rank (black: resolved, red: not)")
+    ax.set_title(title, fontsize=9)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
+def write_report(
+    out: str | Path, document: Mapping[str, Any], png: bytes | None, *, overwrite: bool
+) -> dict[str, str]:
+    """Write ranking.json, ranking.md and (when drawn) rank_intervals.png into ``out``."""
+    folder = Path(out)
+    blobs: dict[str, bytes] = {
+        "json": (json.dumps(document, indent=2, allow_nan=False) + "\n").encode(),
+        "md": markdown(document).encode(),
+    }
+    if png is not None:
+        blobs["png"] = png
+    existing = [FILES[k] for k in blobs if (folder / FILES[k]).exists()]
+    if existing and not overwrite:
+        raise InputError(f"{folder} already holds {', '.join(existing)}; pass --overwrite")
+    for key, blob in blobs.items():
+        with atomic_path(folder / FILES[key]) as tmp:
+            tmp.write_bytes(blob)
+    return {key: str(folder / FILES[key]) for key in blobs}

@@ -1,0 +1,223 @@
+"""Coarse-to-fine rounds: every model on few items, more items only where the ranking needs them.
+
+Round 0 scores every model at the first *level* (a number of items); after each round the
+rank intervals are recomputed and a model moves up one level when its interval is wider
+than the resolution of the finest tier it reaches (see :mod:`.tiers`). Rounds stop when
+every model is resolved or at the last level, or when the item budget cannot pay for the
+next promotion. Levels are nested (each holds the items of the one before), so a promotion
+costs only the new items. Who scores the items is an :class:`Evaluator`: a replay over a
+response matrix (:mod:`.replay`) or lm-eval runs (:mod:`.live`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Protocol
+
+import numpy as np
+
+from .._types import duplicate_ids
+from ..errors import InputError
+from .intervals import RankIntervals, rank_intervals
+from .tiers import Tier, check_covers, resolved, tier_index
+
+LEVEL = 0.9
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Estimate of one model at one level: value and ``LEVEL`` interval (fractions)."""
+
+    value: float
+    lower: float
+    upper: float
+
+
+@dataclass
+class Evaluated:
+    """What an evaluator returns for one round: estimates, and failures by model with why."""
+
+    scores: dict[str, Scored] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+class Evaluator(Protocol):
+    """Scores models on the items of a level; ``levels`` are increasing nested item counts."""
+
+    levels: tuple[int, ...]
+
+    def evaluate(self, models: Sequence[str], level: int) -> Evaluated: ...
+
+
+@dataclass(frozen=True)
+class RoundOptions:
+    """How rounds run: tiers, item budget (None: no cap) and rank intervals."""
+
+    tiers: tuple[Tier, ...]
+    max_items: int | None = None
+    interval_method: str = "simulate"
+    rank_level: float = 0.9
+    seed: int = 0
+
+
+@dataclass
+class Ranking:
+    """Final ranking (best first) and the rounds that led to it."""
+
+    models: list[dict[str, Any]]
+    failures: dict[str, str]
+    rounds: list[dict[str, Any]]
+    levels: tuple[int, ...]
+    stop_reason: str
+
+    @property
+    def items_spent(self) -> int:
+        return int(sum(m["items"] for m in self.models))
+
+
+def check_models(models: Sequence[str]) -> list[str]:
+    """Model names as a list; duplicates are an error (one model would be ranked twice)."""
+    models = [str(m) for m in models]
+    dupes = duplicate_ids(models)
+    if dupes:
+        raise InputError(f"duplicate model names: {', '.join(map(repr, dupes[:5]))}")
+    if len(models) < 2:
+        raise InputError(f"ranking needs at least 2 models, got {len(models)}")
+    return models
+
+
+def check_levels(levels: Sequence[int]) -> tuple[int, ...]:
+    levels = tuple(int(n) for n in levels)
+    if not levels or levels[0] < 1 or any(b <= a for a, b in pairwise(levels)):
+        raise InputError(f"levels must be increasing positive item counts, got {list(levels)}")
+    return levels
+
+
+def intervals_of(scores: Mapping[str, Scored], names: Sequence[str], options: RoundOptions):
+    value, lower, upper = (
+        np.array([getattr(scores[m], key) for m in names]) for key in ("value", "lower", "upper")
+    )
+    return rank_intervals(
+        value,
+        lower,
+        upper,
+        score_level=LEVEL,
+        rank_level=options.rank_level,
+        method=options.interval_method,
+        seed=options.seed,
+    )
+
+
+def unresolved(names: Sequence[str], ranks: RankIntervals, tiers: Sequence[Tier]) -> list[str]:
+    """Models whose rank interval is too wide for the finest tier it reaches, finest first."""
+    needy = [
+        (tier_index(tiers, int(lo)), -(int(hi) - int(lo)), name)
+        for name, lo, hi in zip(names, ranks.low, ranks.high, strict=True)
+        if not resolved(tiers, int(lo), int(hi))
+    ]
+    return [name for *_, name in sorted(needy)]
+
+
+def promotions(
+    candidates: Sequence[str], level_of: Mapping[str, int], levels: Sequence[int], left: float
+) -> list[str]:
+    """Candidates below the last level whose next level the budget ``left`` still pays for."""
+    chosen = []
+    for name in candidates:
+        current = level_of[name]
+        if current + 1 >= len(levels):
+            continue
+        cost = levels[current + 1] - levels[current]
+        if cost <= left:
+            chosen.append(name)
+            left -= cost
+    return chosen
+
+
+def _first_round(evaluator: Evaluator, models: list[str], options: RoundOptions) -> Evaluated:
+    first_cost = evaluator.levels[0] * len(models)
+    if options.max_items is not None and first_cost > options.max_items:
+        raise InputError(
+            f"the first round alone needs {first_cost} items ({len(models)} models x "
+            f"{evaluator.levels[0]}); --max-items is {options.max_items}"
+        )
+    return evaluator.evaluate(models, 0)
+
+
+def _rank_rows(
+    names: list[str], ranks: RankIntervals, scores: Mapping[str, Scored], level_of, options, levels
+) -> list[dict[str, Any]]:
+    rows = []
+    for k, name in enumerate(names):
+        low, high = int(ranks.low[k]), int(ranks.high[k])
+        rows.append(
+            {
+                "model": name,
+                "rank": int(ranks.rank[k]),
+                "estimate": scores[name].value,
+                "lower": scores[name].lower,
+                "upper": scores[name].upper,
+                "rank_low": low,
+                "rank_high": high,
+                "tier": options.tiers[tier_index(options.tiers, int(ranks.rank[k]))].label,
+                "resolved": resolved(options.tiers, low, high),
+                "items": levels[level_of[name]],
+            }
+        )
+    return sorted(rows, key=lambda row: row["rank"])
+
+
+def run_rounds(evaluator: Evaluator, models: Sequence[str], options: RoundOptions) -> Ranking:
+    """Rank ``models`` coarse to fine; failed models are reported and the rest ranked."""
+    models = check_models(models)
+    levels = check_levels(evaluator.levels)
+    first = _first_round(evaluator, models, options)
+    scores, failures = dict(first.scores), dict(first.failures)
+    level_of = dict.fromkeys(scores, 0)
+    spent = levels[0] * len(models)
+    rounds: list[dict[str, Any]] = []
+    while True:
+        names = [m for m in models if m in scores]
+        if len(names) < 2:
+            raise InputError(f"fewer than 2 models could be scored; failures: {failures}")
+        check_covers(options.tiers, len(names))
+        ranks = intervals_of(scores, names, options)
+        needy = unresolved(names, ranks, options.tiers)
+        left = np.inf if options.max_items is None else options.max_items - spent
+        chosen = promotions([m for m in needy if m not in failures], level_of, levels, left)
+        rounds.append({"round": len(rounds), "unresolved": len(needy), "promoted": len(chosen)})
+        if not chosen:
+            reason = _stop_reason(needy, level_of, levels)
+            break
+        for target in sorted({level_of[m] + 1 for m in chosen}):
+            batch = [m for m in chosen if level_of[m] + 1 == target]
+            spent += sum(levels[target] - levels[level_of[m]] for m in batch)
+            _merge(evaluator.evaluate(batch, target), batch, target, scores, level_of, failures)
+    rows = _rank_rows(names, ranks, scores, level_of, options, levels)
+    return Ranking(rows, failures, rounds, levels, reason)
+
+
+def _merge(
+    result: Evaluated,
+    batch: Sequence[str],
+    target: int,
+    scores: dict[str, Scored],
+    level_of: dict[str, int],
+    failures: dict[str, str],
+) -> None:
+    """Take a round's estimates; a model that fails keeps its earlier estimate and level."""
+    for name in batch:
+        if name in result.scores:
+            scores[name], level_of[name] = result.scores[name], target
+        else:
+            failures[name] = result.failures.get(name, "no estimate returned")
+
+
+def _stop_reason(needy: Sequence[str], level_of: Mapping[str, int], levels) -> str:
+    if not needy:
+        return "every rank interval meets its tier's resolution"
+    if all(level_of[m] + 1 >= len(levels) for m in needy):
+        return "unresolved models are at the last level (every item)"
+    return "item budget spent"

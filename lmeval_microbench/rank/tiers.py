@@ -1,0 +1,102 @@
+"""Rank tiers of decreasing resolution (Flash-HELM): the top of a ranking must be the sharpest.
+
+A tier is a range of ranks and a *resolution*: the widest rank interval a model reaching
+that tier may keep. Flash-HELM ranks 1-4, 5-9, 10-19, 20-50 and the rest with decreasing
+effort; here the default resolution of a closed tier is its width (a model that may be in
+the top 4 must be placed within 4 ranks) and the open last tier needs none.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+FLASH_HELM_TIERS = "1-4,5-9,10-19,20-50,51-"
+"""Tier boundaries of Flash-HELM (Perlitz et al.), the default of ``--tiers``."""
+
+_TIER = re.compile(r"^(\d+)-(\d*)(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Ranks ``first..last`` (``last`` None: open) whose models need ``resolution`` ranks."""
+
+    first: int
+    last: int | None
+    resolution: float
+
+    def contains(self, rank: int) -> bool:
+        return rank >= self.first and (self.last is None or rank <= self.last)
+
+    @property
+    def label(self) -> str:
+        return f"{self.first}-{'' if self.last is None else self.last}"
+
+
+def _parse_one(text: str) -> Tier:
+    match = _TIER.match(text.strip())
+    if not match:
+        raise InputError(
+            f"tier {text!r} is not FIRST-LAST, FIRST- or FIRST-LAST:RESOLUTION (e.g. 1-4:2)"
+        )
+    first = int(match[1])
+    last = int(match[2]) if match[2] else None
+    if first < 1 or (last is not None and last < first):
+        raise InputError(f"tier {text!r}: ranks start at 1 and a tier's last rank >= its first")
+    if match[3] is not None:
+        resolution = float(match[3])
+        if resolution < 1:
+            raise InputError(f"tier {text!r}: the resolution must be at least 1 rank")
+    else:
+        resolution = math.inf if last is None else float(last - first + 1)
+    return Tier(first, last, resolution)
+
+
+def parse_tiers(text: str = FLASH_HELM_TIERS) -> tuple[Tier, ...]:
+    """Tiers from ``"1-4,5-9,10-19,20-50,51-"``: contiguous from rank 1, finest first."""
+    tiers = tuple(_parse_one(part) for part in text.split(",") if part.strip())
+    if not tiers:
+        raise InputError("--tiers is empty; e.g. " + FLASH_HELM_TIERS)
+    expected = 1
+    for tier in tiers:
+        if tier.first != expected:
+            raise InputError(
+                f"tiers must be contiguous from rank 1: tier {tier.label} starts at "
+                f"{tier.first}, expected {expected}"
+            )
+        if tier.last is None and tier is not tiers[-1]:
+            raise InputError(f"only the last tier may be open, not {tier.label}")
+        expected = (tier.last or 0) + 1
+    return tiers
+
+
+def check_covers(tiers: Sequence[Tier], n_models: int) -> None:
+    """Refuse tiers that leave ranks of ``n_models`` models without a tier."""
+    last = tiers[-1].last
+    if last is not None and last < n_models:
+        raise InputError(
+            f"tiers cover ranks 1-{last} but {n_models} models are ranked; end them with an "
+            f"open tier such as {last + 1}-"
+        )
+
+
+def tier_index(tiers: Sequence[Tier], rank: int) -> int:
+    """Index of the tier holding ``rank`` (1 = best)."""
+    for k, tier in enumerate(tiers):
+        if tier.contains(rank):
+            return k
+    raise InputError(f"rank {rank} is in no tier (last tier {tiers[-1].label})")
+
+
+def resolved(tiers: Sequence[Tier], rank_low: int, rank_high: int) -> bool:
+    """Whether a rank interval meets the resolution of the finest tier it reaches.
+
+    A model whose interval reaches into a finer tier than its estimate's is judged by that
+    tier: it may belong there, so it must be placed as sharply as the models there.
+    """
+    finest = tiers[tier_index(tiers, rank_low)]
+    return rank_high - rank_low + 1 <= finest.resolution

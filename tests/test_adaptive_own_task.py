@@ -1,0 +1,43 @@
+"""``microbench adaptive build``: a pool of a user's own lm-eval task, then an adaptive run.
+
+The original task is the local multiple-choice YAML of ``test_own_task`` (few-shot examples,
+documents from JSON-lines files); the run's requests must be the original task's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import test_harness
+import test_own_task
+from test_own_task import requests_by_item
+
+from lmeval_microbench.adaptive import pool_state
+from lmeval_microbench.bundle import load_bundle
+from lmeval_microbench.cli.app import main
+from lmeval_microbench.harness.render import load_task
+
+pytestmark = pytest.mark.slow
+originals = test_own_task.originals
+_offline_and_fresh = test_own_task._offline_and_fresh
+tiny_model = test_harness.tiny_model
+
+
+def test_pool_of_an_own_task_runs_with_the_original_requests(originals, tiny_model, tmp_path):
+    task = originals["toy_mc"]
+    out = tmp_path / "pools"
+    argv = ["adaptive", "build", "--responses", str(task["matrix"]), "--task", str(task["yaml"])]
+    assert main([*argv, "--metric", "acc_norm", "--out", str(out)]) == 0
+    pool = pool_state(load_bundle(out / "toy_mc"))
+    assert len(pool.item_ids) == test_own_task.N_ITEMS
+    assert main(["adaptive", "--model", "hf", "--model_args", test_harness.model_args(tiny_model),
+                 "--tasks", "microbench_pool_toy_mc", "--include_path", str(out),
+                 "--max-items", "3", "--output_path", str(tmp_path / "run")]) == 0  # fmt: skip
+    (samples,) = (tmp_path / "run").glob("samples_*.jsonl")
+    logged = [json.loads(line) for line in samples.read_text().splitlines()]
+    original = requests_by_item(load_task(str(task["yaml"])), "id")
+    assert len(logged) == 3
+    for sample in logged:
+        sent = [tuple(args) for args in sample["arguments"]]
+        assert sent == [tuple(a) for a in original[sample["doc"]["item_id"]]]

@@ -1,0 +1,202 @@
+"""``--method auto``: the recipe chosen by nested cross-validation, its record and its rule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.auto import FLOOR, Candidate, choose_recipe
+from lmeval_microbench.auto._cv import Outcome
+from lmeval_microbench.auto._rule import candidate_rows, pick
+from lmeval_microbench.auto.choice import BudgetChoice, _pick_budget, default_candidates
+from lmeval_microbench.bundle import load_bundle
+from lmeval_microbench.cli.app import main
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+FAST = {"inner_repeats": 3, "outer_repeats": 2, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def irt_matrix():
+    """Items of varied difficulty and slope: informative selections can beat random ones."""
+    matrix, _ = simulate_responses(random_item_params(60, seed=1), 60, seed=2)
+    return matrix
+
+
+@pytest.fixture(scope="module")
+def exchangeable():
+    """Every item alike (each model answers each with its own rate): the floor is optimal."""
+    rng = np.random.default_rng(5)
+    rate = rng.uniform(0.2, 0.9, size=40)
+    values = (rng.random((40, 80)) < rate[:, None]).astype(float)
+    ids = [f"item{k}" for k in range(80)]
+    return ResponseMatrix(values, [f"m{k}" for k in range(40)], ids, source="exchangeable")
+
+
+def test_choice_records_every_candidate_and_the_protocol(irt_matrix):
+    choice = choose_recipe(
+        irt_matrix,
+        irt_matrix.mean_scores(),
+        methods=["random", "dpp"],
+        estimators=["mean", "kridge"],
+        budgets=[10],
+        **FAST,
+    )
+    record = json.loads(json.dumps(choice.as_record(), allow_nan=False))
+    labels = {(c["method"], c["estimator"]) for c in record["candidates"]}
+    assert labels == {("random", "mean"), ("random", "kridge"), ("dpp", "mean"), ("dpp", "kridge")}
+    assert all(c["cv_mae"] > 0 and c["status"] == "ok" for c in record["candidates"])
+    assert sum(c["chosen"] for c in record["candidates"]) == 1
+    chosen = record["chosen"]
+    assert (chosen["method"], chosen["estimator"], chosen["budget"]) == (
+        choice.method,
+        choice.estimator,
+        10,
+    )
+    protocol = record["protocol"]
+    assert protocol["models_used"] == 60 and protocol["inner"]["splits"] == 3
+    assert protocol["outer"]["splits"] == 2
+    nested = record["nested"]["10"]
+    assert nested["auto_mae"] > 0 and nested["floor_mae"] > 0 and sum(nested["picks"].values()) == 2
+    assert any("candidate" in line for line in choice.table_lines())
+
+
+def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(exchangeable):
+    choice = choose_recipe(
+        exchangeable,
+        exchangeable.mean_scores(),
+        methods=["random", "anchor_points", "greedy"],
+        estimators=["mean"],
+        budgets=[10],
+        inner_repeats=6,
+        outer_repeats=0,
+        progress=False,
+    )
+    assert (choice.method, choice.estimator) == (FLOOR.method, FLOOR.estimator)
+    assert choice.protocol["outer"] is None
+
+
+def _row(method, estimator, mae, diff, diff_se):
+    return {
+        "method": method,
+        "estimator": estimator,
+        "cv_mae": mae,
+        "diff_vs_floor": diff,
+        "diff_se": diff_se,
+    }
+
+
+def test_rule_needs_a_win_by_more_than_one_standard_error():
+    floor_row = _row("random", "mean", 5.0, 0.0, 0.0)
+    near = [floor_row, _row("dpp", "kridge", 4.8, -0.2, 0.3)]
+    assert pick(near, FLOOR) == FLOOR
+    clear = [floor_row, _row("dpp", "kridge", 4.0, -1.0, 0.3)]
+    assert pick(clear, FLOOR) == Candidate("dpp", "kridge")
+    assert pick([_row("random", "mean", None, None, None)], FLOOR) is None
+
+
+def test_failed_candidates_are_recorded_not_scored():
+    table = {(FLOOR, 5): Outcome(), (Candidate("dpp", "irt"), 5): Outcome(failure="too few")}
+    truth = np.array([0.5, 0.6])
+    table[(FLOOR, 5)].add(truth, truth + 0.01, truth - 0.1, truth + 0.1)
+    rows = candidate_rows(table, [FLOOR, Candidate("dpp", "irt")], 5, FLOOR)
+    assert rows[-1]["status"] == "failed: too few" and rows[-1]["cv_mae"] is None
+    assert pick(rows, FLOOR) == FLOOR
+
+
+def test_target_mae_picks_the_smallest_sufficient_budget(irt_matrix):
+    choice = choose_recipe(
+        irt_matrix,
+        irt_matrix.mean_scores(),
+        methods=["random"],
+        estimators=["mean"],
+        budgets=[5, 15, 40],
+        target_mae=0.01,
+        inner_repeats=3,
+        outer_repeats=0,
+        progress=False,
+    )
+    assert choice.budget == 40 and "no budget" in choice.notes[0]
+    maes = {b: c.cv_mae for b, c in choice.per_budget.items()}
+    assert maes[5] > maes[15] > maes[40]
+    assert _pick_budget(choice.per_budget, maes[15] + 1e-9) == (15, "")
+    assert _pick_budget(choice.per_budget, maes[5] + 1e-9) == (5, "")
+
+
+def test_pick_budget_takes_the_first_budget_within_target():
+    rows = {b: [_row("random", "mean", mae, 0.0, 0.0)] for b, mae in ((10, 6.0), (25, 3.0))}
+    per_budget = {b: BudgetChoice(b, FLOOR, r) for b, r in rows.items()}
+    assert _pick_budget(per_budget, 4.0)[0] == 25
+    assert _pick_budget(per_budget, 7.0)[0] == 10
+    assert _pick_budget(per_budget, None)[0] == 25
+
+
+def test_default_candidates_drop_stratified_without_strata(irt_matrix):
+    candidates, notes = default_candidates(None, ["mean"], irt_matrix)
+    assert "stratified" not in {c.method for c in candidates}
+    assert any("stratified" in n for n in notes)
+    named, _ = default_candidates(["stratified"], ["mean"], irt_matrix)
+    assert named == [Candidate("stratified", "mean")]
+
+
+def test_too_few_models_is_a_clear_error(irt_matrix):
+    small = irt_matrix.select_models(irt_matrix.model_ids[:15])
+    with pytest.raises(InputError, match="at least 21 models"):
+        choose_recipe(small, small.mean_scores() * 0.5 + 0.1, budgets=[5], progress=False)
+
+
+# ---------------------------------------------------------------------------- CLI
+@pytest.fixture(scope="module")
+def matrix_file(irt_matrix, tmp_path_factory):
+    path = tmp_path_factory.mktemp("auto") / "matrix.parquet"
+    irt_matrix.select_models(irt_matrix.model_ids[:30]).to_parquet(path)
+    return path
+
+
+def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
+    out = tmp_path / "bundle"
+    argv = [
+        "build",
+        str(matrix_file),
+        "--method",
+        "auto",
+        "--budget",
+        "8",
+        "--benchmark",
+        "toy",
+        "--estimators",
+        "mean,kridge",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    bundle = load_bundle(out)
+    record = bundle.reliability["auto"]
+    assert record["chosen"]["method"] == bundle.subset.method
+    assert record["chosen"]["estimator"] == bundle.default_estimator
+    assert {c["estimator"] for c in record["candidates"]} == {"mean", "kridge"}
+    assert record["protocol"]["models_used"] == 30
+    err = capsys.readouterr().err
+    assert "| candidate | CV MAE |" in err and "nested CV" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--budget", "auto", "--target-mae", "-1"], "target MAE"),
+        (["--budget", "auto"], "--budget auto needs --target-mae"),
+        (["--budget", "8", "--target-mae", "2"], "pass it with --budget auto"),
+        (["--budget", "8", "--method", "nope"], "unknown selection method 'nope'"),
+        (["--budget", "8", "--default-estimator", "nope"], "unknown estimator 'nope'"),
+    ],
+)
+def test_cli_bad_auto_values_fail_before_any_work(tmp_path, capsys, extra, message):
+    missing = tmp_path / "no_such_matrix.parquet"  # never read: the options fail first
+    argv = ["build", str(missing), "--benchmark", "toy", "--out", str(tmp_path / "b"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "no_such_matrix" not in err

@@ -1,0 +1,264 @@
+"""Ranking many models: tiers, rank intervals, rounds, DIoR and the replay CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.cli.app import main
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.rank import (
+    Evaluated,
+    RoundOptions,
+    Scored,
+    decision_impact,
+    dior,
+    parse_tiers,
+    rank_intervals,
+    run_rounds,
+    top_k_agreement,
+)
+from lmeval_microbench.rank.evaluation import ranking_quality
+from lmeval_microbench.rank.replay import default_levels
+from lmeval_microbench.rank.tiers import check_covers, resolved
+from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+Z90 = 1.6448536269514722
+
+
+# ---------------------------------------------------------------------------- tiers
+def test_flash_helm_tiers_parse_with_default_resolutions():
+    tiers = parse_tiers()
+    assert [t.label for t in tiers] == ["1-4", "5-9", "10-19", "20-50", "51-"]
+    assert [t.resolution for t in tiers][:4] == [4, 5, 10, 31]
+    assert tiers[-1].resolution == np.inf
+    assert parse_tiers("1-4:2,5-")[0].resolution == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("2-4,5-", "contiguous from rank 1"),
+        ("1-4,6-", "expected 5"),
+        ("1-,5-9", "only the last tier may be open"),
+        ("1-4,x", "is not FIRST-LAST"),
+        ("", "empty"),
+    ],
+)
+def test_bad_tiers_are_one_line_errors(text, match):
+    with pytest.raises(InputError, match=match):
+        parse_tiers(text)
+
+
+def test_tiers_must_cover_the_model_count():
+    with pytest.raises(InputError, match="cover ranks 1-9 but 12 models"):
+        check_covers(parse_tiers("1-4,5-9"), 12)
+    check_covers(parse_tiers("1-4,5-9"), 9)
+
+
+def test_resolution_is_judged_by_the_finest_tier_reached():
+    tiers = parse_tiers()
+    assert resolved(tiers, 1, 4) and not resolved(tiers, 1, 5)
+    assert not resolved(tiers, 9, 20)  # reaches tier 5-9: at most 5 ranks wide
+    assert resolved(tiers, 60, 200)  # the open tier needs no resolution
+
+
+# ---------------------------------------------------------------------------- intervals
+def test_separated_models_get_exact_rank_intervals():
+    value = np.array([0.2, 0.8, 0.5])
+    for method in ("simulate", "overlap"):
+        ranks = rank_intervals(value, value - 0.01, value + 0.01, method=method)
+        assert ranks.rank.tolist() == [3, 1, 2]
+        assert ranks.low.tolist() == ranks.high.tolist() == [3, 1, 2]
+
+
+def test_overlapping_models_share_their_ranks():
+    value = np.array([0.50, 0.51, 0.9])
+    ranks = rank_intervals(value, value - 0.1, value + 0.1, method="overlap")
+    assert ranks.low.tolist() == [2, 2, 1] and ranks.high.tolist() == [3, 3, 1]
+    simulated = rank_intervals(value, value - 0.1, value + 0.1, seed=1)
+    assert simulated.low.tolist() == [2, 2, 1] and simulated.high.tolist() == [3, 3, 1]
+
+
+def test_simulated_rank_intervals_hold_true_ranks_on_calibrated_estimates():
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(0.3, 0.8, 200)
+    sd = 0.03
+    value = truth + rng.normal(0, sd, truth.size)
+    ranks = rank_intervals(value, value - Z90 * sd, value + Z90 * sd, seed=2)
+    true_rank = np.argsort(np.argsort(-truth)) + 1
+    coverage = np.mean((ranks.low <= true_rank) & (true_rank <= ranks.high))
+    assert coverage >= 0.9
+    assert np.all((ranks.low <= ranks.rank) & (ranks.rank <= ranks.high))
+
+
+def test_intervals_must_hold_their_estimates():
+    with pytest.raises(InputError, match="lower <= value <= upper"):
+        rank_intervals(np.array([0.5, 0.6]), np.array([0.6, 0.5]), np.array([0.7, 0.7]))
+
+
+# ---------------------------------------------------------------------------- rounds
+class FakeEvaluator:
+    """Estimates = truth + sd(level) x a fixed normal draw per model; logs every call."""
+
+    def __init__(self, truth: dict[str, float], sds: Sequence[float], levels, fail=()):
+        self.truth, self.sds, self.levels = truth, list(sds), tuple(levels)
+        names = sorted(truth)
+        self.noise = dict(
+            zip(names, np.random.default_rng(3).standard_normal(len(names)), strict=True)
+        )
+        self.calls: list[tuple[int, list[str]]] = []
+        self.fail = set(fail)
+
+    def evaluate(self, models, level):
+        self.calls.append((level, list(models)))
+        out = Evaluated()
+        sd = self.sds[level]
+        for m in models:
+            if (m, level) in self.fail or m in self.fail:
+                out.failures[m] = "boom"
+                continue
+            v = self.truth[m] + sd * self.noise[m]
+            out.scores[m] = Scored(v, v - Z90 * sd, v + Z90 * sd)
+        return out
+
+
+def population(n: int = 30) -> dict[str, float]:
+    return {f"m{k:02d}": 0.2 + 0.6 * k / n for k in range(n)}
+
+
+def test_rounds_promote_only_unresolved_models_and_stop_when_resolved():
+    truth = population()
+    ev = FakeEvaluator(truth, [0.05, 0.01, 0.0005], [10, 20, 40])
+    ranking = run_rounds(ev, list(truth), RoundOptions(parse_tiers("1-4,5-9,10-")))
+    assert ev.calls[0] == (0, list(truth))
+    first = ev.evaluate(list(truth), 0).scores
+    value, lower, upper = (
+        np.array([getattr(first[m], k) for m in truth]) for k in ("value", "lower", "upper")
+    )
+    ranks = rank_intervals(value, lower, upper, seed=0)
+    tiers = parse_tiers("1-4,5-9,10-")
+    needy = {
+        m
+        for m, lo, hi in zip(truth, ranks.low, ranks.high, strict=True)
+        if not resolved(tiers, int(lo), int(hi))
+    }
+    assert set(ev.calls[1][1]) == needy and 0 < len(needy) < len(truth)
+    assert ranking.stop_reason == "every rank interval meets its tier's resolution"
+    assert all(row["resolved"] for row in ranking.models)
+    assert ranking.items_spent == sum(row["items"] for row in ranking.models)
+    assert ranking.items_spent < len(truth) * 40
+    assert [row["rank"] for row in ranking.models] == list(range(1, len(truth) + 1))
+
+
+def test_item_budget_caps_the_rounds():
+    truth = population()
+    ev = FakeEvaluator(truth, [0.05, 0.03, 0.02], [10, 20, 40])
+    options = RoundOptions(parse_tiers("1-4,5-9,10-"), max_items=30 * 10 + 50)
+    ranking = run_rounds(ev, list(truth), options)
+    assert ranking.items_spent <= 350
+    assert ranking.stop_reason == "item budget spent"
+    with pytest.raises(InputError, match="first round alone needs 300 items"):
+        run_rounds(ev, list(truth), RoundOptions(parse_tiers(), max_items=299))
+
+
+def test_last_level_stops_unresolvable_models():
+    truth = {"a": 0.5, "b": 0.5001, "c": 0.95}
+    ev = FakeEvaluator(truth, [0.3, 0.3], [5, 10])
+    ranking = run_rounds(ev, list(truth), RoundOptions(parse_tiers("1-1,2-2,3-")))
+    assert ranking.stop_reason == "unresolved models are at the last level (every item)"
+
+
+def test_failed_models_are_reported_and_the_rest_ranked():
+    truth = population(12)
+    later = {(m, 1) for m in truth}  # every promotion fails
+    ev = FakeEvaluator(truth, [0.1, 0.001], [10, 20], fail={"m03"} | later)
+    ranking = run_rounds(ev, list(truth), RoundOptions(parse_tiers("1-4,5-9,10-")))
+    names = [row["model"] for row in ranking.models]
+    assert "m03" not in names and ranking.failures["m03"] == "boom"
+    promoted = ev.calls[1][1]
+    assert promoted and set(promoted) <= set(ranking.failures)
+    assert set(promoted) <= set(names)  # they keep their first-round estimates
+    assert len(names) == 11 and len(ev.calls) == 2  # a failed model is not retried
+
+
+def test_duplicate_models_and_uncovered_tiers_are_errors():
+    ev = FakeEvaluator({"a": 0.1, "b": 0.2}, [0.01], [5])
+    with pytest.raises(InputError, match="duplicate model names: 'a'"):
+        run_rounds(ev, ["a", "b", "a"], RoundOptions(parse_tiers()))
+    truth = population(12)
+    ev = FakeEvaluator(truth, [0.01], [5])
+    with pytest.raises(InputError, match="cover ranks 1-9 but 12 models"):
+        run_rounds(ev, list(truth), RoundOptions(parse_tiers("1-4,5-9")))
+
+
+def test_default_levels_double_to_every_item():
+    assert default_levels(100) == (12, 24, 48, 100)
+    assert default_levels(102, 12) == (12, 24, 48, 102)
+    assert default_levels(10) == (5, 10)
+
+
+# ---------------------------------------------------------------------------- DIoR
+def test_dior_is_the_lower_end_of_the_95_interval_of_the_draws():
+    assert dior(np.arange(41) / 40) == pytest.approx(0.025)
+    assert dior([0.9, float("nan"), 0.9]) == pytest.approx(0.9)
+    assert np.isnan(dior([]))
+
+
+def test_decision_impact_on_a_hand_checkable_case():
+    truth = np.array([4.0, 3.0, 2.0, 1.0])
+    same = (truth.copy(), truth)
+    swapped = (np.array([3.0, 4.0, 2.0, 1.0]), truth)  # one discordant pair of 6: tau 2/3
+    impact = decision_impact([same, swapped], k=1)
+    assert impact.tau_mean == pytest.approx((1 + 2 / 3) / 2)
+    # 2.5 % quantile of {1, 2/3}, linear: 2/3 + 0.025 * 1/3
+    assert impact.tau_dior == pytest.approx(2 / 3 + 0.025 / 3)
+    assert impact.top_k_mean == 0.5 and impact.top_k_dior == pytest.approx(0.025)
+    assert top_k_agreement(swapped[0], truth, 2) == 1.0
+
+
+def test_ranking_quality_counts_coverage_and_errors():
+    rows = [
+        {"model": "a", "estimate": 0.9, "rank_low": 1, "rank_high": 1},
+        {"model": "b", "estimate": 0.5, "rank_low": 2, "rank_high": 2},
+        {"model": "c", "estimate": 0.6, "rank_low": 2, "rank_high": 2},
+    ]
+    quality = ranking_quality(rows, {"a": 0.9, "b": 0.6, "c": 0.5}, k=1)
+    assert quality["rank_coverage"] == pytest.approx(2 / 3)
+    assert quality["top1"] == 1.0
+    assert quality["rank_error"]["1-4"] == pytest.approx(2 / 3)
+
+
+# ---------------------------------------------------------------------------- CLI replay
+@pytest.fixture(scope="module")
+def matrix_file(tmp_path_factory):
+    matrix, _ = simulate_responses(random_item_params(40, seed=1), 160, seed=2)
+    path = tmp_path_factory.mktemp("rank") / "m.parquet"
+    matrix.to_parquet(path)
+    return path
+
+
+def test_cli_replay_writes_a_ranking_and_refuses_to_overwrite(matrix_file, tmp_path, capsys):
+    out = tmp_path / "rank"
+    argv = ["rank", "--responses", str(matrix_file), "--population", "40", "--out", str(out)]
+    argv += ["--tiers", "1-4,5-9,10-", "--estimator", "mean", "--no-plots"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((out / "ranking.json").read_text())
+    assert printed["cost"]["items_spent"] == sum(r["items"] for r in document["ranking"])
+    assert printed["cost"]["flat_subset_items"] == 40 * 40
+    assert len(document["ranking"]) == 40
+    assert 0 <= document["replay_check"]["rank_coverage"] <= 1
+    assert "| rank | model |" in (out / "ranking.md").read_text()
+    assert main(argv) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
+
+
+def test_cli_needs_exactly_one_mode(matrix_file, capsys):
+    argv = ["rank", "--responses", str(matrix_file), "--model_args", "pretrained=x"]
+    assert main(argv) == 2
+    assert "either --responses" in capsys.readouterr().err

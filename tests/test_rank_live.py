@@ -1,0 +1,63 @@
+"""``microbench rank`` live: several tiny random GPT-2 models through the real lm-eval."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import test_harness
+
+from lmeval_microbench.cli.app import main
+
+tiny_model = test_harness.tiny_model  # the fixture: a random GPT-2 built locally
+toy = test_harness.toy
+toy_suite = test_harness.toy_suite
+_fresh_registry = test_harness._fresh_registry
+
+
+def reseeded(folder: Path, seed: int, target: Path) -> Path:
+    """The tiny model with other random weights (same tokenizer): another 'fine-tune'."""
+    import torch
+    import transformers
+
+    shutil.copytree(folder, target)
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config.from_pretrained(folder)
+    transformers.GPT2LMHeadModel(config).save_pretrained(target)
+    return target
+
+
+@pytest.mark.slow
+def test_live_rank_runs_rounds_through_lm_eval_and_reports_a_failed_model(
+    tiny_model, toy_suite, tmp_path, capsys
+):
+    models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
+    lines = [test_harness.model_args(m) for m in models]
+    lines.append(test_harness.model_args(tmp_path / "no-such-model"))
+    listing = tmp_path / "models.txt"
+    listing.write_text("# one --model_args per line\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "ranking"
+    argv = ["rank", "--model-args-file", str(listing), "--tasks", test_harness.TASK]
+    argv += ["--include_path", str(toy_suite), "--fractions", "0.4,1", "--tiers", "1-1,2-"]
+    argv += ["--out", str(out), "--batch_size", "4"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((out / "ranking.json").read_text())
+    assert document["levels"] == [2, 5]  # ceil(0.4 x 5 items), then all 5
+    assert [row["rank"] for row in document["ranking"]] == [1, 2, 3]
+    assert {row["items"] for row in document["ranking"]} <= {2, 5}
+    assert list(printed["failures"]) == [str(tmp_path / "no-such-model")]
+    assert printed["cost"]["models"] == 3  # ranked; the failed model still counts as flat cost
+    assert printed["cost"]["flat_subset_items"] == 4 * 5
+    for row in document["ranking"]:
+        assert row["lower"] <= row["estimate"] <= row["upper"]
+        assert row["rank_low"] <= row["rank"] <= row["rank_high"]
+    assert (out / "rank_intervals.png").stat().st_size > 0
+
+
+def test_duplicate_live_models_are_an_error(tmp_path, capsys):
+    argv = ["rank", "--model_args", "pretrained=a", "--model_args", "pretrained=a,dtype=float32"]
+    assert main(argv) == 2
+    assert "duplicate model names: 'a'" in capsys.readouterr().err
