@@ -308,3 +308,28 @@ def split_list(text: str | None) -> list[str] | None:
     if any(p == "" for p in parts):
         raise InputError(f"empty entry in list {text!r}")
     return parts
+
+
+def add_run_estimate_options(
+    parser: argparse.ArgumentParser, *, task_map_help: str, level_help: str, missing_help: str
+) -> None:
+    """How estimates are made from lm-eval run folders (``reconstruct``, ``curve``): extra
+    bundles, task renaming, estimator, interval level and imputation, spelled alike in both."""
+    parser.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="bundle folder, or a folder of them, besides the shipped ones (repeatable)",
+    )
+    parser.add_argument(
+        "--task-map", action="append", default=[], metavar="TASK=BENCHMARK", help=task_map_help
+    )
+    parser.add_argument(
+        "--estimator",
+        type=estimator_name,
+        metavar="NAME",
+        help=f"estimator stored in the bundles: {listing(ESTIMATORS)} (default: as in the run)",
+    )
+    parser.add_argument("--level", type=interval_level, help=level_help)
+    parser.add_argument("--allow-missing", action="store_true", default=None, help=missing_help)

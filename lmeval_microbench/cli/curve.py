@@ -8,14 +8,11 @@ import sys
 import warnings
 
 from ._options import (
-    ESTIMATORS,
     add_format,
     add_out,
     add_quiet,
+    add_run_estimate_options,
     add_seed,
-    estimator_name,
-    interval_level,
-    listing,
     positive_int,
     print_json,
 )
@@ -65,34 +62,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_out(parser, "folder for curve.json, curve.md and the PNG plots")
     parser.add_argument("--no-plots", action="store_true", help="JSON and markdown only")
     add_format(parser)
-    parser.add_argument(
-        "--bundle",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="bundle folder, or a folder of them, besides the shipped ones (repeatable)",
-    )
-    parser.add_argument(
-        "--task-map",
-        action="append",
-        default=[],
-        metavar="TASK=BENCHMARK",
-        help="read a task's samples as items of a benchmark or bundle (as in reconstruct)",
-    )
-    parser.add_argument(
-        "--estimator",
-        type=estimator_name,
-        metavar="NAME",
-        help=f"estimator stored in the bundles: {listing(ESTIMATORS)} (default: as run)",
-    )
-    parser.add_argument(
-        "--level", type=interval_level, help="interval and test level (default 0.9)"
-    )
-    parser.add_argument(
-        "--allow-missing",
-        action="store_true",
-        default=None,
-        help="impute unscored subset items from the bundle's IRT fit (default: NaN)",
+    add_run_estimate_options(
+        parser,
+        task_map_help="read a task's samples as items of a benchmark or bundle (as in reconstruct)",
+        level_help="interval and test level (default 0.9)",
+        missing_help="impute unscored subset items from the bundle's IRT fit (default: NaN)",
     )
     parser.add_argument(
         "--permutations",

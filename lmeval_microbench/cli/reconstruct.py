@@ -8,13 +8,10 @@ import warnings
 from typing import Any
 
 from ._options import (
-    ESTIMATORS,
     add_format,
     add_out,
     add_quiet,
-    estimator_name,
-    interval_level,
-    listing,
+    add_run_estimate_options,
     print_json,
 )
 
@@ -63,36 +60,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "(default: from the run's results json, else the folder name)",
     )
     add_format(parser)
-    parser.add_argument(
-        "--bundle",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="bundle folder, or a folder of them, besides the shipped ones (repeatable)",
-    )
-    parser.add_argument(
-        "--task-map",
-        action="append",
-        default=[],
-        metavar="TASK=BENCHMARK",
-        help="read a task's samples as items of a benchmark or bundle, e.g. "
+    add_run_estimate_options(
+        parser,
+        task_map_help="read a task's samples as items of a benchmark or bundle, e.g. "
         "metabench_arc_secondary=arc (comma-separated, repeatable)",
-    )
-    parser.add_argument(
-        "--estimator",
-        type=estimator_name,
-        metavar="NAME",
-        help=f"estimator stored in the bundles: {listing(ESTIMATORS)} (default: as in the run)",
-    )
-    parser.add_argument(
-        "--level", type=interval_level, help="interval level (default: as in the run, else 0.9)"
-    )
-    parser.add_argument(
-        "--allow-missing",
-        action="store_true",
-        default=None,
-        help="impute missing subset items from the bundle's IRT fit, with a wider interval "
-        "(default: NaN, as in the run)",
+        level_help="interval level (default: as in the run, else 0.9)",
+        missing_help="impute missing subset items from the bundle's IRT fit, with a wider "
+        "interval (default: NaN, as in the run)",
     )
     parser.add_argument(
         "--joint",
