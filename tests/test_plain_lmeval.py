@@ -380,5 +380,5 @@ def test_editable_install_then_plain_lm_eval_then_uninstall(tmp_path: Path) -> N
     assert (site / PTH).is_file() and not (site / "lmeval_microbench").exists()
     out = _lm_eval_run(python, "microbench_mmlu", tmp_path)
     assert f"Task: microbench_mmlu ({source}/lmeval_microbench/task_configs/" in out
-    assert "microbench_mmlu (5-shot)" in out
+    assert "microbench_mmlu (5-shot prompts built in)" in out
     _assert_uninstalled(python, site, tmp_path, index=False)
