@@ -333,3 +333,20 @@ def add_run_estimate_options(
     )
     parser.add_argument("--level", type=interval_level, help=level_help)
     parser.add_argument("--allow-missing", action="store_true", default=None, help=missing_help)
+
+
+def load_original_task(args: argparse.Namespace) -> tuple[Any, str, str]:
+    """The lm-eval task named by ``--task`` (``build --task``, ``adaptive build``), the benchmark
+    name (``--benchmark``, else the task's name) and the metric (``--metric``, else
+    ``exact_match`` for generation and ``acc`` for the rest), decided alike in both commands."""
+    from ..harness.render import load_task
+
+    task_obj = load_task(
+        args.task,
+        include_path=args.include_path,
+        num_fewshot=args.num_fewshot,
+        fewshot_seed=args.fewshot_seed,
+    )
+    benchmark = args.benchmark or task_obj.config.task
+    generative = task_obj.OUTPUT_TYPE == "generate_until"
+    return task_obj, benchmark, args.metric or ("exact_match" if generative else "acc")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MicrobenchError
-from ._options import positive_int, print_table
+from ._options import load_original_task, positive_int, print_table
 
 DEFAULT_TASKS = "microbench_mmlu,microbench_truthfulqa,microbench_winogrande"
 
@@ -241,7 +241,7 @@ def run_build(args: argparse.Namespace) -> int:
     from ..adaptive import build_pool, pool_task_spec
     from ..bundle import MetricSpec
     from ..harness.export import write_task
-    from ..harness.render import finish_docs, load_task, render_task, with_document_hashes
+    from ..harness.render import finish_docs, render_task, with_document_hashes
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 
@@ -250,15 +250,7 @@ def run_build(args: argparse.Namespace) -> int:
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
     )
     source, truth = align_target(matrix, scores)
-    task_obj = load_task(
-        args.task,
-        include_path=args.include_path,
-        num_fewshot=args.num_fewshot,
-        fewshot_seed=args.fewshot_seed,
-    )
-    name = task_obj.config.task
-    benchmark = args.benchmark or name
-    metric = args.metric or ("exact_match" if task_obj.OUTPUT_TYPE == "generate_until" else "acc")
+    task_obj, benchmark, metric = load_original_task(args)
     rendered = render_task(
         task_obj,
         metric=metric,

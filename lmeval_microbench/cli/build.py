@@ -29,6 +29,7 @@ from ._options import (
     estimator_names,
     estimator_or_auto,
     listing,
+    load_original_task,
     method_or_auto,
     positive_int,
     print_json,
@@ -312,19 +313,10 @@ def _coordinates(args: argparse.Namespace, task_obj: Any = None) -> DatasetCoord
 
 def _build_task(args: argparse.Namespace, source: ResponseMatrix, target: np.ndarray) -> int:
     from ..harness.export import write_task
-    from ..harness.render import finish_docs, load_task, render_task, with_document_hashes
+    from ..harness.render import finish_docs, render_task, with_document_hashes
 
-    task_obj = load_task(
-        args.task,
-        include_path=args.include_path,
-        num_fewshot=args.num_fewshot,
-        fewshot_seed=args.fewshot_seed,
-    )
-    name = task_obj.config.task
-    benchmark = args.benchmark or name
-    generative = task_obj.OUTPUT_TYPE == "generate_until"
-    metric = args.metric or ("exact_match" if generative else "acc")
-    micro_task = args.micro_task or f"micro_{name}"
+    task_obj, benchmark, metric = load_original_task(args)
+    micro_task = args.micro_task or f"micro_{task_obj.config.task}"
     out = Path(args.out)
     if (out / f"{micro_task}.yaml").exists() and not args.overwrite:
         raise InputError(f"--out {out} already holds task {micro_task!r}; pass --overwrite")
