@@ -138,7 +138,7 @@ def test_pool_round_trips_and_estimates_improve_with_items(pool, tmp_path):
     )
     errors = {n: np.mean(np.abs(result.predictions[n] - truth)) for n in (3, 40)}
     assert errors[40] < errors[3] / 3
-    lower, upper = loaded.state.score_map.interval(result.predictions[3], 3)
+    lower, upper = loaded.state.score_map.interval(result.predictions[3], 3, span=result.spans[3])
     assert 0.8 <= np.mean((lower <= truth) & (truth <= upper)) <= 0.98
 
 

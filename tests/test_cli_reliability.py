@@ -84,7 +84,7 @@ def test_end_to_end_writes_json_markdown_and_plots(files, tmp_path, capsys):
     }
     markdown = (tmp_path / "report.md").read_text()
     assert "| method | estimator | budget | MAE |" in markdown
-    for name in ("report_mae.png", "report_mdad.png"):
+    for name in ("report_mae.png", "report_mdad.png", "report_dior.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE)
         image = pytest.importorskip("matplotlib.image").imread(tmp_path / name)

@@ -37,6 +37,7 @@ from lmeval_microbench.harness import (
     write_task,
 )
 from lmeval_microbench.harness.docs import ITEMS_JSONL, read_docs
+from lmeval_microbench.harness.tiny import build_random_gpt2
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -328,31 +329,9 @@ def tiny_model(tmp_path_factory) -> Path:
     """A random 2-layer GPT-2 with a byte-level tokenizer, saved locally (no download)."""
     pytest.importorskip("lm_eval")
     pytest.importorskip("accelerate", reason="lm-eval's hf model needs accelerate")
-    torch = pytest.importorskip("torch")
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
-    folder = tmp_path_factory.mktemp("tiny-gpt2")
-    alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
-    vocab = {char: k for k, char in enumerate(alphabet)}
-    vocab["<|endoftext|>"] = len(vocab)
-    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = tokenizers.decoders.ByteLevel()
-    transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    ).save_pretrained(folder)
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=len(vocab),
-        n_positions=1024,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=len(vocab) - 1,
-        eos_token_id=len(vocab) - 1,
-    )
-    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
-    return folder
+    for module in ("torch", "tokenizers", "transformers"):
+        pytest.importorskip(module)
+    return build_random_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), seed=0)
 
 
 def model_args(folder: Path, *, device: bool = True) -> str:

@@ -45,6 +45,7 @@ from lmeval_microbench.build import fit_source_irt
 from lmeval_microbench.bundle import Bundle, load_bundle
 from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.harness import clear_registry, include_path
+from lmeval_microbench.harness.tiny import build_random_gpt2
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.reliability import random_splits
 from lmeval_microbench.responses import ResponseMatrix
@@ -287,35 +288,6 @@ def shipped_source(data: Path, bm: str) -> dict[str, Any]:
     flagged = np.array([r["person_fit"]["flagged"] for r in records])
     ordinary = truth > bundle.person_fit.chance_score + WEAK_MARGIN
     return {"n_models": int(matrix.n_models), "ordinary_flagged": _share(flagged[ordinary])}
-
-
-def build_random_gpt2(folder: Path, seed: int) -> Path:
-    """A random-weights 2-layer GPT-2 with a byte-level tokenizer, saved in ``folder``."""
-    import tokenizers
-    import torch
-    import transformers
-
-    alphabet = sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
-    vocab = {char: k for k, char in enumerate(alphabet)}
-    vocab["<|endoftext|>"] = len(vocab)
-    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = tokenizers.decoders.ByteLevel()
-    transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
-    ).save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = transformers.GPT2Config(
-        vocab_size=len(vocab),
-        n_positions=1024,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=len(vocab) - 1,
-        eos_token_id=len(vocab) - 1,
-    )
-    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
-    return folder
 
 
 class _Collect(logging.Handler):

@@ -35,7 +35,7 @@ random items, and on the random/extrapolation splits (``ridge_items`` rows; its 
 the random selector's on that split); (c) the published combinations from the run itself.
 
 Outputs in OUT_DIR (default ``bench/`` for the full run, a temporary folder otherwise):
-``reliability.json``, ``reliability.md``, ``reliability_{dataset}_{mae,mdad}.png`` and
+``reliability.json``, ``reliability.md``, ``reliability_{dataset}_{mae,mdad,tau_dior}.png`` and
 ``defaults.json`` (chosen method, estimator and budget per benchmark, read by
 ``tools/build_openllm_v1.py``).
 
@@ -66,6 +66,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lmeval_microbench._io import atomic_path
+from lmeval_microbench.cli.reliability import DIOR_LABEL
 from lmeval_microbench.estimators import ESTIMATORS
 from lmeval_microbench.plots import matplotlib_available, metric_vs_budget_png
 from lmeval_microbench.reliability import (
@@ -342,9 +343,13 @@ def draw_plots(records: Sequence[dict[str, Any]], config: RunConfig) -> dict[str
     plots = {}
     for name in config.datasets:
         rows = [r for r in records if r["dataset"] == name]
-        for metric, label in (("mae", "MAE (score points)"), ("mdad", "MDAD (score points)")):
+        for metric, label in (
+            ("mae", "MAE (score points)"),
+            ("mdad", "MDAD (score points)"),
+            ("tau_dior", DIOR_LABEL),
+        ):
             plots[f"reliability_{name}_{metric}.png"] = metric_vs_budget_png(
-                rows, metric, ylabel=label, title=f"{name}: {label.split(' ')[0]} vs budget"
+                rows, metric, ylabel=label, title=f"{name}: {label.split(' (')[0]} vs budget"
             )
     return plots
 

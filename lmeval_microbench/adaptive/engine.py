@@ -16,7 +16,7 @@ import numpy as np
 from .._types import ItemId
 from ..errors import InputError
 from ..irt.params import ItemParams
-from .estimation import GridPosterior
+from .estimation import GridPosterior, impute
 from .selection import Selector
 from .stopping import StoppingRule
 
@@ -106,6 +106,6 @@ class AdaptiveSession:
         positions = self.params.positions(items)
         self.record(positions[None, :], np.asarray(scores, dtype=np.float64)[None, :])
 
-    def imputed(self) -> np.ndarray:
-        """Answers where asked, posterior expected scores elsewhere, (m, n)."""
-        return np.where(self.asked, self.scores, self.posterior.expected_scores())
+    def imputed(self, mode: str = "shifted") -> np.ndarray:
+        """Answers where asked, calibrated expectations elsewhere, (m, n): :func:`impute`."""
+        return impute(self.posterior.expected_scores(), self.asked, self.scores, mode)

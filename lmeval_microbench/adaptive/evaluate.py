@@ -42,6 +42,6 @@ def estimate_targets(
     )
     out = {}
     for n, value in result.predictions.items():
-        lower, upper = state.score_map.interval(value, n, level)
+        lower, upper = state.score_map.interval(value, n, level, result.spans[n])
         out[n] = (value, lower, upper)
     return out

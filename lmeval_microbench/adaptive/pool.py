@@ -59,6 +59,7 @@ class AdaptiveState:
             "prior": {"mean": self.prior_mean, "sd": self.prior_sd},
             "score_estimator": self.estimator,
             "bands": self.score_map.bands_to_list(),
+            "imputation": self.score_map.imputation,
             "calibration": dict(self.calibration),
         }
 
@@ -76,7 +77,9 @@ class AdaptiveState:
                 float(obj["prior"]["mean"]),
                 float(obj["prior"]["sd"]),
                 name,
-                ScoreMap.from_parts(estimator, obj["bands"]),
+                ScoreMap.from_parts(
+                    estimator, obj["bands"], str(obj.get("imputation", "posterior"))
+                ),
                 dict(obj.get("calibration", {})),
             )
         except (KeyError, TypeError, ValueError, InputError) as exc:
@@ -140,6 +143,8 @@ def fit_adaptive_state(
     params = fit_source_irt(source, seed=seed).subset(list(source.item_ids))
     fold_of = np.random.default_rng(seed).permutation(source.n_models) % folds
     predictions = {n: np.empty(source.n_models) for n in marks}
+    lows = {n: np.empty(source.n_models) for n in marks}
+    highs = {n: np.empty(source.n_models) for n in marks}
     for fold in range(folds):
         held = fold_of == fold
         kept = [m for m, h in zip(source.model_ids, held, strict=True) if not h]
@@ -154,7 +159,9 @@ def fit_adaptive_state(
         )
         for n in marks:
             predictions[n][held] = result.predictions[n]
-    score_map = ScoreMap.fit(estimator, source, truth).with_bands(predictions, truth)
+            lows[n][held], highs[n][held] = result.spans[n]
+    spans = {n: (lows[n], highs[n]) for n in marks}
+    score_map = ScoreMap.fit(estimator, source, truth).with_bands(predictions, spans, truth)
     calibration = {
         "selector": MaxInfoSelector.name,
         "batch": 1,
@@ -243,10 +250,13 @@ def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
     positions = pool.params.positions(items)
     values = np.array([float(scores[item]) for item in items])
     session.update(np.zeros(len(values), dtype=np.intp), positions, values)
-    imputed = session.expected_scores()
-    imputed[0, positions] = values
-    value = pool.state.score_map.predict(imputed)
-    lower, upper = pool.state.score_map.interval(value, len(values), level)
+    asked = np.zeros((1, pool.params.n_items), dtype=bool)
+    asked[0, positions] = True
+    answers = np.zeros((1, pool.params.n_items))
+    answers[0, positions] = values
+    score_map = pool.state.score_map
+    value, low, high = score_map.predict_run(session.expected_scores(), asked, answers)
+    lower, upper = score_map.interval(value, len(values), level, (low, high))
     theta, se = session.mean_se()
     return PoolEstimate(
         float(value[0]),

@@ -3,10 +3,10 @@
 Point estimate. Every source model answered every pool item, so one of the package's
 estimators (``kridge``) is fitted from the whole pool's answers to the true full-benchmark
 score. An adaptive run knows only some answers; the others are replaced by their posterior
-expected values given the answers so far (:meth:`.estimation.GridPosterior.expected_scores`):
-items already answered count as they were answered, the rest as the ability says. For the
-linear part of the estimator that is exactly the posterior mean of what the whole pool would
-give.
+expected values given the answers so far, shifted to agree with the run's own hit rate
+(:func:`.estimation.impute`): items already answered count as they were answered, the rest as
+the ability and that hit rate say. A pool records which imputation its bands were fitted with
+(pools built before the shift load as ``posterior`` and keep their numbers).
 
 Interval. How far that is from the truth depends on how many items were asked, and on the
 adaptive procedure itself (which items a model of that ability gets). So the intervals come from
@@ -16,6 +16,20 @@ residuals give one conformal band (:func:`~lmeval_microbench.estimators._conform
 and a run stopped after n items uses the band of the largest checkpoint <= n (fewer items, wider
 band: conservative between checkpoints). Only each band's quantiles at three levels are kept,
 which keeps a pool small.
+
+Span. A run is also scored with the unshifted (``posterior``) imputation, and the score
+estimator gives its own interval for the imputed answers (for ``kridge`` that holds its range
+guard: the span of a flexible and a linear estimate for a model above every source model).
+For a model the 1-D IRT and the source models describe, the two estimates agree and the
+estimator's interval is narrower than the band; for one they do not (typically stronger than
+every source model) they part. The interval is therefore the span of the estimate, the
+unshifted estimate and the estimator's interval, widened by the band; the band is fitted on
+each source model's distance *outside* its own span, a conformal score like any other, so the
+coverage of models drawn like the sources is kept, and for symmetric errors the width there
+is what the plain residual band gives. It is the rule of ``kridge``'s own range guard
+(:mod:`lmeval_microbench.estimators.ridge`): beyond the data, the disagreement of estimates
+is the honest measure of what is not known. Spans are taken at the 90 % level, so an 80 %
+interval of such a run is conservative.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
+from .estimation import IMPUTATIONS, impute
 
 LEVELS = (0.8, 0.9, 0.95)
 """Interval levels a pool stores quantiles for."""
@@ -80,8 +95,17 @@ class Band:
     quantiles: Mapping[float, np.ndarray]
 
     @classmethod
-    def fit(cls, n_items: int, prediction: np.ndarray, truth: np.ndarray) -> Band:
-        band = fit_band(prediction, truth, "binned")
+    def fit(
+        cls,
+        n_items: int,
+        prediction: np.ndarray,
+        truth: np.ndarray,
+        span: tuple[np.ndarray, np.ndarray],
+    ) -> Band:
+        """The band of each model's distance from the truth to its span (see the module)."""
+        low, high = span
+        outside = np.maximum(0.0, np.maximum(truth - high, low - truth))
+        band = fit_band(prediction, prediction + outside, "binned")
         quantiles = {level: band.region_quantiles(level) for level in LEVELS}
         return cls(n_items, band, quantiles)
 
@@ -142,6 +166,8 @@ class ScoreMap:
 
     estimator: ScoreEstimator
     bands: tuple[Band, ...] = ()
+    imputation: str = "shifted"
+    """How unasked items are filled in before :meth:`predict` (:func:`.estimation.impute`)."""
 
     @classmethod
     def fit(
@@ -157,20 +183,50 @@ class ScoreMap:
     def item_ids(self) -> tuple[ItemId, ...]:
         return tuple(self.estimator.item_ids_)
 
+    def predict_run(
+        self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Estimate and span ``(value, low, high)`` of runs, fractions (see the module).
+
+        ``expected`` (m, n): posterior expected scores; ``asked``/``scores``: the answers so
+        far. A ``posterior`` map (version-1 pool) has the span of its estimate alone.
+        """
+        value, lower, upper = self._estimate(impute(expected, asked, scores, self.imputation))
+        if self.imputation == "posterior":
+            return value, value, value
+        unshifted = self._estimate(impute(expected, asked, scores, "posterior"))[0]
+        low = np.minimum(np.minimum(value, unshifted), lower)
+        high = np.maximum(np.maximum(value, unshifted), upper)
+        return value, low, high
+
     def predict(self, imputed: np.ndarray) -> np.ndarray:
         """Full-score estimates (fractions) from imputed answers (m, n) in pool order."""
+        return self._estimate(imputed)[0]
+
+    def _estimate(self, imputed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The estimator's estimate and 90 % interval of imputed answers, clipped to [0, 1]."""
         imputed = np.clip(np.asarray(imputed, dtype=np.float64), 0.0, 1.0)
         rows = [f"row{k}" for k in range(len(imputed))]
         matrix = ResponseMatrix(imputed, rows, list(self.item_ids), source="adaptive run")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            value = self.estimator.estimate_matrix(matrix)[0]
-        return np.clip(value, 0.0, 1.0)
+            value, lower, upper = self.estimator.estimate_matrix(matrix, level=0.9)
+        value = np.clip(value, 0.0, 1.0)
+        return (
+            value,
+            np.minimum(np.clip(lower, 0.0, 1.0), value),
+            np.maximum(np.clip(upper, 0.0, 1.0), value),
+        )
 
-    def with_bands(self, predictions: Mapping[int, np.ndarray], truth: np.ndarray) -> ScoreMap:
-        """The same map with a band per checkpoint from cross-fitted predictions."""
-        bands = tuple(Band.fit(n, predictions[n], truth) for n in sorted(predictions))
-        return ScoreMap(self.estimator, bands)
+    def with_bands(
+        self,
+        predictions: Mapping[int, np.ndarray],
+        spans: Mapping[int, tuple[np.ndarray, np.ndarray]],
+        truth: np.ndarray,
+    ) -> ScoreMap:
+        """The same map with a band per checkpoint from cross-fitted predictions and spans."""
+        bands = tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
+        return ScoreMap(self.estimator, bands, self.imputation)
 
     def band_for(self, n_items: int) -> Band:
         """The band of the largest checkpoint at most ``n_items`` (the first one below it)."""
@@ -180,15 +236,30 @@ class ScoreMap:
         return fitting[-1] if fitting else self.bands[0]
 
     def interval(
-        self, prediction: np.ndarray, n_items: int, level: float = 0.9
+        self,
+        prediction: np.ndarray,
+        n_items: int,
+        level: float = 0.9,
+        span: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
+        """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band."""
         prediction = np.asarray(prediction, dtype=np.float64)
+        low, high = (prediction, prediction) if span is None else span
         half = self.band_for(n_items).half_width(prediction, level)
-        return np.clip(prediction - half, 0.0, 1.0), np.clip(prediction + half, 0.0, 1.0)
+        low = np.minimum(np.asarray(low, dtype=np.float64), prediction) - half
+        high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
+        return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
     def bands_to_list(self) -> list[dict[str, Any]]:
         return [band.to_dict() for band in self.bands]
 
     @classmethod
-    def from_parts(cls, estimator: ScoreEstimator, bands: Sequence[Mapping[str, Any]]) -> ScoreMap:
-        return cls(estimator, tuple(Band.from_dict(b) for b in bands))
+    def from_parts(
+        cls,
+        estimator: ScoreEstimator,
+        bands: Sequence[Mapping[str, Any]],
+        imputation: str = "posterior",
+    ) -> ScoreMap:
+        if imputation not in IMPUTATIONS:
+            raise InputError(f"unknown imputation {imputation!r}; expected one of {IMPUTATIONS}")
+        return cls(estimator, tuple(Band.from_dict(b) for b in bands), imputation)

@@ -28,8 +28,9 @@ class ReplayResult:
 
     ``order`` (m, n_asked): item positions in the order asked. ``counts``: items asked after
     each step; ``theta``/``se`` (m, steps): ability after each step. ``predictions``: full-score
-    estimates per checkpoint (item count), when a score map was given. ``seconds``: wall time
-    of the loop (selection + update), ``steps``: number of steps.
+    estimates per checkpoint (item count), when a score map was given, and ``spans`` their
+    ``(low, high)`` spans that the interval widens (:meth:`.ScoreMap.predict_run`).
+    ``seconds``: wall time of the loop (selection + update), ``steps``: number of steps.
     """
 
     order: np.ndarray
@@ -37,6 +38,7 @@ class ReplayResult:
     theta: np.ndarray
     se: np.ndarray
     predictions: dict[int, np.ndarray] = field(default_factory=dict)
+    spans: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -79,7 +81,7 @@ def replay(
         prior_mean=prior_mean,
         prior_sd=prior_sd,
     )
-    counts, thetas, ses, predictions = [], [], [], {}
+    counts, thetas, ses, predictions, spans = [], [], [], {}, {}
     start, spent = time.perf_counter(), 0.0
     while session.n_asked < max_items:
         upcoming = [c for c in marks if c > session.n_asked]
@@ -93,7 +95,10 @@ def replay(
         ses.append(se)
         if score_map is not None and session.n_asked in marks:
             mark = time.perf_counter()
-            predictions[session.n_asked] = score_map.predict(session.imputed())
+            value, low, high = score_map.predict_run(
+                session.posterior.expected_scores(), session.asked, session.scores
+            )
+            predictions[session.n_asked], spans[session.n_asked] = value, (low, high)
             spent += time.perf_counter() - mark
     order = (
         np.concatenate(session.order, axis=1)
@@ -106,6 +111,7 @@ def replay(
         np.column_stack(thetas),
         np.column_stack(ses),
         predictions,
+        spans,
         time.perf_counter() - start - spent,
     )
 

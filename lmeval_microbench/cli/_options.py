@@ -123,6 +123,10 @@ def _names_in(known: Sequence[str], kind: str) -> Callable[[str], str]:
 method_name = _name_in(METHODS, "selection method")
 method_or_auto = _name_in(METHODS, "selection method", (AUTO,))
 method_names = _names_in(METHODS, "selection method")
+ADAPTIVE_METHOD = "adaptive"
+"""``reliability``'s extra method name (``reliability.plan.ADAPTIVE``; kept here so that
+parsing arguments does not import the evaluation code)."""
+reliability_method_names = _names_in((*METHODS, ADAPTIVE_METHOD), "selection method")
 estimator_name = _name_in(ESTIMATORS, "estimator")
 estimator_or_auto = _name_in(ESTIMATORS, "estimator", (AUTO,))
 estimator_names = _names_in(ESTIMATORS, "estimator")

@@ -252,7 +252,7 @@ def chosen_tasks(text: str, gsm8k: bool) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- model demo
-def _evaluate_task(lm: Any, manager: Any, task: str, out: Path, model_args: str) -> float:
+def evaluate_task(lm: Any, manager: Any, task: str, out: Path, model_args: str) -> float:
     """Run one task with samples logged as the lm-eval CLI writes them; returns seconds."""
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -317,7 +317,7 @@ def run_model(args: argparse.Namespace) -> int:
     try:
         for name in names:
             print(f"\n[{name}] evaluating {budgets[name]} items ...", flush=True)
-            seconds[name] = _evaluate_task(lm, manager, f"microbench_{name}", out, arg_text)
+            seconds[name] = evaluate_task(lm, manager, f"microbench_{name}", out, arg_text)
             print(f"[{name}] done in {_minutes(seconds[name])}", flush=True)
         total = time.perf_counter() - started
         _report(out, names, seconds, load_seconds, total, time.process_time() - cpu_started)

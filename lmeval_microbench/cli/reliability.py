@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 from ._options import (
+    ADAPTIVE_METHOD,
     ESTIMATORS,
     METHODS,
     add_irt_model,
@@ -24,10 +25,10 @@ from ._options import (
     add_seed,
     estimator_names,
     listing,
-    method_names,
     positive_int,
     print_json,
     refuse_existing,
+    reliability_method_names,
     split_list,
 )
 
@@ -67,9 +68,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--methods",
-        type=method_names,
+        type=reliability_method_names,
         metavar="NAMES",
-        help=f"comma-separated selection methods of {listing(METHODS)} (default: all)",
+        help=f"comma-separated selection methods of {listing(METHODS)} (default: all), and "
+        f"{ADAPTIVE_METHOD!r}: adaptive testing (a pool fitted on the source models picks "
+        "each target's items; slower: a pool fit per split)",
     )
     parser.add_argument(
         "--estimators",
@@ -105,6 +108,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+DIOR_LABEL = "tau DIoR (95 % lower bound of Kendall tau)"
+
+
 def output_paths(out: str) -> dict[str, Path]:
     """REPORT.json -> the json, markdown and plot paths of one report."""
     from ..errors import InputError
@@ -118,6 +124,7 @@ def output_paths(out: str) -> dict[str, Path]:
         "md": path.with_suffix(".md"),
         "mae_png": stem.with_name(stem.name + "_mae.png"),
         "mdad_png": stem.with_name(stem.name + "_mdad.png"),
+        "dior_png": stem.with_name(stem.name + "_dior.png"),
     }
 
 
@@ -197,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
             )
             plots["mdad_png"] = metric_vs_budget_png(
                 result.records, "mdad", ylabel="MDAD (score points)", title=matrix.source
+            )
+            plots["dior_png"] = metric_vs_budget_png(
+                result.records, "tau_dior", ylabel=DIOR_LABEL, title=matrix.source
             )
         else:
             warnings.warn(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..estimators import ESTIMATORS
 from .baselines import RIDGE
-from .plan import ALL, Budget, budget_sort_key
+from .plan import ADAPTIVE, ALL, Budget, budget_sort_key
 
 TARGET_MAE_ALL = 1.0
 TARGET_MAE_50 = 1.5
@@ -156,7 +156,10 @@ def choose_default(
         protocol: {
             (r["method"], r["estimator"], r["budget"]): r
             for r in records
-            if r["dataset"] == dataset and r["protocol"] == protocol and r["estimator"] != RIDGE
+            if r["dataset"] == dataset
+            and r["protocol"] == protocol
+            and r["estimator"] != RIDGE
+            and r["method"] != ADAPTIVE  # a static task cannot ship adaptive testing
         }
         for protocol in DEFAULT_SLACK
     }

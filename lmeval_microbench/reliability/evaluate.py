@@ -1,5 +1,10 @@
 """Per split: select items on the source models, fit every estimator, estimate the targets.
 
+Method ``adaptive`` is the exception: it selects per target model, so it is not a subset plus
+estimators but a pool fitted on the split's source models through which every target is
+replayed once to the largest budget and scored at each budget (its records carry estimator
+``adaptive``), on the same splits and targets as the static methods.
+
 Work is shared so that a benchmark takes minutes, not hours: IRT is fitted once per source
 set (:class:`IRTCache`), items are selected once per method x budget x split and every
 estimator is fitted on that same subset, and the ``all`` budget is evaluated once, not once
@@ -21,6 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..adaptive.evaluate import estimate_targets
 from ..build import fit_source_irt
 from ..errors import ConvergenceWarning, InputError
 from ..estimators import ESTIMATORS, make_estimator
@@ -30,6 +36,7 @@ from ..selection import SELECTORS, make_selector
 from ..selection.base import Selector, Subset
 from .metrics import ResultPool, summarise
 from .plan import (
+    ADAPTIVE,
     ALL,
     DEFAULT_BUDGETS,
     DEFAULT_REPEATS,
@@ -120,7 +127,13 @@ def evaluate_split(
     done, so a long run shows where it is and how long is left.
     """
     irt = irt_cache.get(split) if any(needs_irt(e) for e in plan.estimators) else None
+    if ADAPTIVE in plan.methods:
+        evaluate_adaptive(split, [int(b) for b in plan.budgets if b != ALL], pools)
     for method, budget in plan.selections():
+        if method == ADAPTIVE:
+            if bar is not None:
+                bar.update(1)
+            continue
         start = time.perf_counter()
         if budget == ALL:
             subset = all_items_subset(split.source)
@@ -140,6 +153,25 @@ def evaluate_split(
         if bar is not None:
             bar.set_postfix_str(f"{split.protocol} {method} {budget}", refresh=False)
             bar.update(1)
+
+
+def evaluate_adaptive(
+    split: Split, budgets: Sequence[int], pools: dict[tuple[str, str, str, Budget], ResultPool]
+) -> None:
+    """Adaptive testing on one split: one pool fit, one replay, a record pool per budget."""
+    if not budgets:
+        return
+    start = time.perf_counter()
+    results = estimate_targets(
+        split.source, split.source_truth, split.target, budgets, level=LEVEL, seed=split.irt_seed
+    )
+    seconds = (time.perf_counter() - start) / len(results)
+    for budget, (value, lower, upper) in results.items():
+        pool = pools.setdefault((split.protocol, ADAPTIVE, ADAPTIVE, budget), ResultPool())
+        pool.add(split.repeat, split.target_truth, value, lower, upper)
+        pool.seconds += seconds
+        pool.n_items = budget
+        pool.n_source = split.source.n_models
 
 
 def blas_limit(threads: int | None) -> contextlib.AbstractContextManager:

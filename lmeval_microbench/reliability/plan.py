@@ -18,6 +18,9 @@ from .splits import PROTOCOLS, split_sizes
 
 ALL = "all"
 """Budget keyword (and method name) for "every item of the matrix"."""
+ADAPTIVE = "adaptive"
+"""Method (and estimator) name of adaptive testing: a pool fitted on the source models replays
+every target model, picking its own items (:mod:`lmeval_microbench.adaptive.evaluate`)."""
 DEFAULT_BUDGETS: tuple[int | str, ...] = (10, 25, 50, 100, ALL)
 DEFAULT_REPEATS = 5
 LOO_REPEATS = 1
@@ -108,7 +111,8 @@ def default_repeats(protocols: Sequence[str]) -> int:
 def check_plan(plan: Plan, n_models: int, n_items: int, source: str, n_holdout: int) -> None:
     """Reject unknown names and protocols the matrix is too small (or too large) for."""
     for method in plan.methods:
-        make_selector(method)
+        if method != ADAPTIVE:
+            make_selector(method)
     for name in plan.estimators:
         make_estimator(name)
     if not plan.methods and any(b != ALL for b in plan.budgets):
