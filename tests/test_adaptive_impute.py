@@ -9,6 +9,7 @@ from scipy.special import expit, logit
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.estimation import PSEUDO_ANSWERS, impute
 from lmeval_microbench.adaptive.pool import ADAPTIVE, AdaptiveState
+from lmeval_microbench.adaptive.scoring import Band, ScoreMap
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
@@ -64,3 +65,22 @@ def test_new_pools_record_the_shift_and_old_pools_load_without_it():
     assert pool_state(bundle).state.score_map.imputation == "shifted"
     older = {k: v for k, v in state.items() if k != "imputation"}
     assert AdaptiveState.from_bundle(bundle, older).score_map.imputation == "posterior"
+
+
+def test_bands_measure_the_distance_outside_each_span():
+    rng = np.random.default_rng(8)
+    prediction = rng.uniform(0.3, 0.7, 400)
+    truth = prediction + rng.normal(0, 0.03, 400)
+    wide = Band.fit(10, prediction, truth, (prediction - 0.2, prediction + 0.2))
+    plain = Band.fit(10, prediction, truth, (prediction, prediction))
+    # every truth inside its span: nothing left for the band to add
+    assert np.all(wide.half_width(prediction, 0.9) == 0.0)
+    half = plain.half_width(prediction, 0.9)
+    assert np.mean(np.abs(truth - prediction) <= half) >= 0.88
+    # the interval is the span widened by the band (spans of zero width: the plain band)
+    score_map = ScoreMap(estimator=None, bands=(plain,))  # type: ignore[arg-type]
+    low, high = score_map.interval(prediction, 10, span=(prediction - 0.05, prediction + 0.01))
+    np.testing.assert_allclose(
+        high - low,
+        np.clip(prediction + 0.01 + half, 0, 1) - np.clip(prediction - 0.05 - half, 0, 1),
+    )

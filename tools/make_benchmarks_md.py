@@ -29,6 +29,7 @@ SECTIONS = [
     ("rank.md", "tools/bench_rank.py"),
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
+    ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
 ]
 HEADER = """# Benchmarks
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from lmeval_microbench.harness import hooks
 
 HERE = Path(__file__).resolve().parent
+hooks.quiet_custom_kwargs_advice(HERE)
 
 
 def load_docs(**kwargs):
