@@ -298,3 +298,23 @@ def test_few_source_models_need_the_matrix_mean_as_target(tool):
     small, subset = _whole_benchmark(MIN_SOURCE_MODELS - 1)
     with pytest.raises(InputError, match=f"at least {MIN_SOURCE_MODELS} are needed"):
         make_estimator("mean").fit(small, subset, small.mean_scores())
+
+
+def test_a_rerun_keeps_defaults_json_and_names_where_its_choice_differs(tool, tmp_path):
+    from lmeval_microbench.reliability.leaderboard_report import kept_defaults_note
+
+    recipe = {"method": "greedy", "estimator": "kridge", "budget": 100}
+    chosen = {**recipe, "budget": 50, "random_mae": 1.39, "extrapolation_mae": 1.59}
+    note = kept_defaults_note({"wino": chosen, "arc": None}, {"wino": recipe})
+    assert "It differs on:" in note[0]
+    assert note[2].startswith("- wino: kept greedy + kridge at 100 items; this run's rule picks")
+    same = kept_defaults_note({"wino": {**chosen, "budget": 100}}, {"wino": recipe})
+    assert same[0].endswith("it agrees on every benchmark.") and len(same) == 2
+    assert kept_defaults_note({"wino": chosen}, None) == []  # nothing kept: nothing to say
+
+    (tmp_path / "defaults.json").write_text('{"benchmarks": {"wino": {"budget": 100}}}')
+    (tmp_path / "data" / "openllm_v1").mkdir(parents=True)  # parsing needs no real data
+    args = ["--shared", str(tmp_path / "data"), "--out-dir", str(tmp_path), "--benchmarks", "arc"]
+    assert tool.kept_defaults(tool.parse_args(args)) == {"wino": {"budget": 100}}
+    chosen_config = tool.parse_args([*args, "--choose-defaults"])
+    assert tool.kept_defaults(chosen_config) is None

@@ -160,6 +160,8 @@ class RunConfig:
     command: str
     progress: bool = True
     blas_threads: int | None = 1
+    choose_defaults: bool = False
+    """Rewrite ``defaults.json`` with this run's choice (else an existing one is kept)."""
 
 
 def build_dataset(name: str, config: RunConfig) -> Dataset:
@@ -284,6 +286,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     psn_summary = summary_rows(records, psn)
     preferred = preferred_estimators(config.ours)
     defaults = {name: choose_default(records, name, preferred) for name in openllm}
+    shipped = kept_defaults(config)
     plots = draw_plots(records, config) if config.plots else {}
     run_info = {
         "command": config.command,
@@ -314,7 +317,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
     texts = {
         "reliability.json": json.dumps(strict_json(payload), indent=1, allow_nan=False) + "\n",
         "reliability.md": leaderboard_markdown(
-            run_info, infos, records, anchors, summary, psn_summary, defaults, plots
+            run_info, infos, records, anchors, summary, psn_summary, defaults, plots, shipped
         )
         + "\n",
         "defaults.json": json.dumps(
@@ -331,8 +334,23 @@ def _run(config: RunConfig) -> dict[str, Any]:
         )
         + "\n",
     }
+    if shipped is not None:
+        del texts["defaults.json"]
     write_outputs(config.out_dir, texts, plots)
     return payload
+
+
+def kept_defaults(config: RunConfig) -> dict[str, dict] | None:
+    """The recipes of the existing ``defaults.json``, unless ``--choose-defaults``.
+
+    The defaults are a decision the shipped tasks were built from: a rerun (new code, new
+    numbers) reports where its rule would now choose otherwise, and rewrites them only when
+    asked, so that ``defaults.json`` and the shipped bundles never disagree silently.
+    """
+    path = config.out_dir / "defaults.json"
+    if config.choose_defaults or not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
 
 
 def draw_plots(records: Sequence[dict[str, Any]], config: RunConfig) -> dict[str, bytes]:
@@ -436,13 +454,19 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         help="BLAS threads (default 1; 0 leaves the library default)",
     )
     parser.add_argument(
+        "--choose-defaults",
+        action="store_true",
+        help="rewrite defaults.json with this run's choice (default: keep an existing one and "
+        "name the benchmarks where the rule now chooses otherwise)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="arc and psn_bbh, 2 random splits, 1 extrapolation repeat, budgets 25,all",
     )
     args = parser.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
-    full_run = not given
+    full_run = not [a for a in given if a != "--choose-defaults"]
     if args.quick:
         args.benchmarks, args.budgets = ["arc", "psn_bbh"], (25, ALL)
         args.repeats, args.extrapolation_repeats, args.loo_repeats = 2, 1, 1
@@ -476,15 +500,18 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         command=shlex.join(["python", "tools/bench_reliability.py", *given]),
         progress=not args.no_progress,
         blas_threads=args.blas_threads or None,
+        choose_defaults=args.choose_defaults,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
+    kept = not config.choose_defaults and (config.out_dir / "defaults.json").exists()
     payload = run(config)
     print(
-        f"wrote {config.out_dir}/reliability.{{json,md}}, defaults.json and plots in "
-        f"{payload['info']['minutes']:.1f} min"
+        f"wrote {config.out_dir}/reliability.{{json,md}} and plots in "
+        f"{payload['info']['minutes']:.1f} min; defaults.json "
+        + ("kept (see reliability.md)" if kept else "written")
     )
     return 0
 

@@ -154,6 +154,37 @@ def defaults_table(defaults: dict[str, dict | None]) -> list[str]:
     return lines
 
 
+def kept_defaults_note(
+    defaults: dict[str, dict | None], shipped: dict[str, dict] | None
+) -> list[str]:
+    """Where this run's choice differs from the kept ``defaults.json`` (empty: none kept)."""
+    if shipped is None:
+        return []
+    key = ("method", "estimator", "budget")
+    changed = [
+        f"- {name}: kept {_recipe(shipped[name])}; this run's rule picks "
+        f"{_recipe(chosen)} (random MAE {chosen['random_mae']:.2f}, extrapolation "
+        f"{chosen['extrapolation_mae']:.2f})"
+        for name, chosen in defaults.items()
+        if chosen is not None
+        and name in shipped
+        and any(chosen[k] != shipped[name][k] for k in key)
+    ]
+    head = (
+        "The table is this run's choice by the rule. `bench/defaults.json` was kept (the "
+        "shipped tasks are built from it; `--choose-defaults` rewrites it, then rebuild with "
+        "`tools/build_openllm_v1.py`)"
+    )
+    return [
+        head + (": it agrees on every benchmark." if not changed else ". It differs on:"),
+        "",
+    ] + ([*changed, ""] if changed else [])
+
+
+def _recipe(d: dict) -> str:
+    return f"{d['method']} + {d['estimator']} at {d['budget']} items"
+
+
 def dataset_section(
     name: str, records: Sequence[dict[str, Any]], info: dict[str, Any], plots: dict[str, str]
 ) -> list[str]:
@@ -203,8 +234,14 @@ def leaderboard_markdown(
     psn_summary: Sequence[dict],
     defaults: dict[str, dict | None],
     plots: dict[str, bytes],
+    shipped: dict[str, dict] | None = None,
 ) -> str:
-    """``bench/reliability.md``: how it was run, the summaries, anchors, defaults, every table."""
+    """``bench/reliability.md``: how it was run, the summaries, anchors, defaults, every table.
+
+    ``shipped``: the recipes of an existing ``defaults.json`` that this run keeps (the shipped
+    tasks were built from them); the table then shows this run's choice by the rule, and
+    every benchmark where the two differ is named.
+    """
     machine = run_info["machine"]
     openllm = [d for d in infos if d in OPENLLM]
     lines = [
@@ -281,11 +318,12 @@ def leaderboard_markdown(
             "",
             *defaults_table(defaults),
             "",
+            *kept_defaults_note(defaults, shipped),
         ]
     for name, info in infos.items():
         files = {
             metric: f"reliability_{name}_{metric}.png"
-            for metric in ("mae", "mdad")
+            for metric in ("mae", "mdad", "tau_dior")
             if f"reliability_{name}_{metric}.png" in plots
         }
         lines += dataset_section(name, records, info, files)
