@@ -313,7 +313,8 @@ def test_a_rerun_keeps_defaults_json_and_names_where_its_choice_differs(tool, tm
     assert kept_defaults_note({"wino": chosen}, None) == []  # nothing kept: nothing to say
 
     (tmp_path / "defaults.json").write_text('{"benchmarks": {"wino": {"budget": 100}}}')
-    (tmp_path / "data" / "openllm_v1").mkdir(parents=True)  # parsing needs no real data
+    for folder in ("openllm_v1", "psn_irt"):  # parsing needs the folders, not their data
+        (tmp_path / "data" / folder).mkdir(parents=True)
     args = ["--shared", str(tmp_path / "data"), "--out-dir", str(tmp_path), "--benchmarks", "arc"]
     assert tool.kept_defaults(tool.parse_args(args)) == {"wino": {"budget": 100}}
     chosen_config = tool.parse_args([*args, "--choose-defaults"])
