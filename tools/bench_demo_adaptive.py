@@ -105,7 +105,7 @@ def markdown(rows: dict[str, Any], config: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {s['items']} | {s['seconds']:.0f} s | {_est(s)} | {a['items']} | "
             f"{a['seconds']:.0f} s | {_est(a)} | {r['gap_points']:.1f} | "
-            f"{100 * r['gap_relative']:.0f} % | {r['load_average']:.1f} |"
+            f"{100 * r['gap_relative']:.1f} % | {r['load_average']:.1f} |"
         )
     ratio = adaptive_total / static_total
     worst = max(r["gap_relative"] for r in rows.values())
@@ -113,7 +113,7 @@ def markdown(rows: dict[str, Any], config: dict[str, Any]) -> str:
         "",
         f"Total: static {static_total / 60:.1f} min, adaptive {adaptive_total / 60:.1f} min "
         f"(ratio {ratio:.2f}; target <= 0.5: {'met' if ratio <= 0.5 else 'missed'}). Largest "
-        f"gap relative to the static estimate: {100 * worst:.0f} % (target <= 10 %: "
+        f"gap relative to the static estimate: {100 * worst:.1f} % (target <= 10 %: "
         f"{'met' if worst <= 0.10 else 'missed'}).",
         "",
     ]
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         rows[name] = run_benchmark(lm, manager, name, args)
         print(name, json.dumps(rows[name]), flush=True)
     config = {
-        "command": "python tools/bench_demo_adaptive.py " + " ".join(argv or sys.argv[1:]),
+        "command": " ".join(["python tools/bench_demo_adaptive.py", *(argv or sys.argv[1:])]),
         "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "threads": args.threads,
         "max_items": args.max_items,
