@@ -16,7 +16,7 @@ import numpy as np
 from .._types import ItemId
 from ..errors import InputError
 from ..irt.params import ItemParams
-from .estimation import GridPosterior, impute
+from .estimation import GridPosterior
 from .selection import Selector
 from .stopping import StoppingRule
 
@@ -105,7 +105,3 @@ class AdaptiveSession:
         """Record one step of a single-row session by item id (a resumed run's logged step)."""
         positions = self.params.positions(items)
         self.record(positions[None, :], np.asarray(scores, dtype=np.float64)[None, :])
-
-    def imputed(self, mode: str = "shifted") -> np.ndarray:
-        """Answers where asked, calibrated expectations elsewhere, (m, n): :func:`impute`."""
-        return impute(self.posterior.expected_scores(), self.asked, self.scores, mode)

@@ -354,3 +354,20 @@ def load_original_task(args: argparse.Namespace) -> tuple[Any, str, str]:
     benchmark = args.benchmark or task_obj.config.task
     generative = task_obj.OUTPUT_TYPE == "generate_until"
     return task_obj, benchmark, args.metric or ("exact_match" if generative else "acc")
+
+
+def render_original_task(
+    args: argparse.Namespace, task_obj: Any, benchmark: str, metric: str
+) -> Any:
+    """The task of :func:`load_original_task` rendered item by item with the command's
+    ``--filter``, ``--id-field`` and ``--id-prefix`` (``build --task``, ``adaptive build``)."""
+    from ..harness.render import render_task
+
+    return render_task(
+        task_obj,
+        metric=metric,
+        filter=args.filter,
+        id_field=args.id_field,
+        id_prefix=args.id_prefix,
+        benchmark=benchmark,
+    )

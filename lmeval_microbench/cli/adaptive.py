@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MicrobenchError
-from ._options import load_original_task, positive_int, print_table
+from ._options import load_original_task, positive_int, print_table, render_original_task
 
 DEFAULT_TASKS = "microbench_mmlu,microbench_truthfulqa,microbench_winogrande"
 
@@ -241,7 +241,7 @@ def run_build(args: argparse.Namespace) -> int:
     from ..adaptive import build_pool, pool_task_spec
     from ..bundle import MetricSpec
     from ..harness.export import write_task
-    from ..harness.render import finish_docs, render_task, with_document_hashes
+    from ..harness.render import finish_docs, with_document_hashes
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 
@@ -251,14 +251,7 @@ def run_build(args: argparse.Namespace) -> int:
     )
     source, truth = align_target(matrix, scores)
     task_obj, benchmark, metric = load_original_task(args)
-    rendered = render_task(
-        task_obj,
-        metric=metric,
-        filter=args.filter,
-        id_field=args.id_field,
-        id_prefix=args.id_prefix,
-        benchmark=benchmark,
-    )
+    rendered = render_original_task(args, task_obj, benchmark, metric)
     label = f"{benchmark}-pool"
     source = with_document_hashes(source, rendered, label)
     bundle = build_pool(

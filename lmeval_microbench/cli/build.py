@@ -33,6 +33,7 @@ from ._options import (
     method_or_auto,
     positive_int,
     print_json,
+    render_original_task,
     resolve_matrix,
     split_list,
 )
@@ -313,21 +314,14 @@ def _coordinates(args: argparse.Namespace, task_obj: Any = None) -> DatasetCoord
 
 def _build_task(args: argparse.Namespace, source: ResponseMatrix, target: np.ndarray) -> int:
     from ..harness.export import write_task
-    from ..harness.render import finish_docs, render_task, with_document_hashes
+    from ..harness.render import finish_docs, with_document_hashes
 
     task_obj, benchmark, metric = load_original_task(args)
     micro_task = args.micro_task or f"micro_{task_obj.config.task}"
     out = Path(args.out)
     if (out / f"{micro_task}.yaml").exists() and not args.overwrite:
         raise InputError(f"--out {out} already holds task {micro_task!r}; pass --overwrite")
-    rendered = render_task(
-        task_obj,
-        metric=metric,
-        filter=args.filter,
-        id_field=args.id_field,
-        id_prefix=args.id_prefix,
-        benchmark=benchmark,
-    )
+    rendered = render_original_task(args, task_obj, benchmark, metric)
     spec = rendered.spec(micro_task, metric)
     recipe = _resolve_recipe(args, source, target)
     bundle_name = _bundle_name(args, recipe, benchmark)
