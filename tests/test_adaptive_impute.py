@@ -84,3 +84,14 @@ def test_bands_measure_the_distance_outside_each_span():
         high - low,
         np.clip(prediction + 0.01 + half, 0, 1) - np.clip(prediction - 0.05 - half, 0, 1),
     )
+
+
+def test_a_pool_with_an_unknown_imputation_is_refused_by_name():
+    from lmeval_microbench.errors import BundleError
+
+    params = random_item_params(20, seed=3)
+    matrix, _ = simulate_responses(params, 200, seed=4)
+    bundle = build_pool(matrix, matrix.mean_scores(), name="p", benchmark="toy", estimator="ridge")
+    state = dict(bundle.estimator_state(ADAPTIVE), imputation="median")
+    with pytest.raises(BundleError, match=r"bundle 'p'.*unknown imputation 'median'"):
+        AdaptiveState.from_bundle(bundle, state)
