@@ -18,6 +18,7 @@ SECTIONS = [
     ("reliability.md", "tools/bench_reliability.py"),
     ("reliability_speed.md", "tools/bench_reliability_speed.py"),
     ("populations.md", "tools/bench_populations.py"),
+    ("conformal_ties.md", "tools/bench_conformal_ties.py"),
     ("ours.md", "tools/eval_ours.py"),
     ("joint.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),

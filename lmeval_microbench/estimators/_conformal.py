@@ -98,8 +98,10 @@ class ConformalBand:
     region_residuals: tuple[np.ndarray, ...] = ()
     centre: float = 0.0
     spread: float = 0.0
-    fit_data: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
-    """Cross-fitted predictions and truths it was fitted on (not saved; see :meth:`refit`)."""
+    fit_data: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """Cross-fitted predictions, truths and keys it was fitted on (not saved; see :meth:`refit`)."""
 
     def scale(self, prediction: np.ndarray) -> np.ndarray:
         """Residual scale at each predicted score (fractions in [0, 1])."""
@@ -153,7 +155,8 @@ class ConformalBand:
         """
         if self.fit_data is None:
             raise InputError("a loaded conformal band cannot be refitted (no source residuals)")
-        return fit_band(*self.fit_data, self.mode, **options)
+        prediction, truth, key = self.fit_data
+        return fit_band(prediction, truth, self.mode, key=key, **options)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain lists; a band without regions or distance term writes only the older fields."""
@@ -210,12 +213,20 @@ def binned_scale(prediction: np.ndarray, abs_residual: np.ndarray) -> tuple[np.n
 
     Bins are quantile bins of the prediction with at least ``_MIN_PER_BIN`` models each (at
     most ``_MAX_BINS``), so each bin mean is stable; the floor keeps a bin that happened to
-    have tiny residuals from producing an interval of zero width.
+    have tiny residuals from producing an interval of zero width. Models with equal
+    predictions share a bin (a cut moves past the tie), as they share every later interval.
     """
     n = prediction.size
     n_bins = int(np.clip(n // _MIN_PER_BIN, 1, _MAX_BINS))
     order = np.argsort(prediction, kind="stable")
-    groups = np.array_split(order, n_bins)
+    ordered = prediction[order]
+    cuts = set()
+    for cut in (n * k // n_bins for k in range(1, n_bins)):
+        while 0 < cut < n and ordered[cut] == ordered[cut - 1]:
+            cut += 1
+        if cut < n:
+            cuts.add(cut)
+    groups = np.split(order, sorted(cuts))
     knots = np.array([prediction[g].mean() for g in groups])
     scales = np.array([abs_residual[g].mean() for g in groups])
     floor = max(_FLOOR_FRACTION * float(abs_residual.mean()), _TINY)
@@ -255,11 +266,21 @@ def fit_band(
     *,
     conditional: bool = True,
     min_per_region: int = MIN_PER_REGION,
+    key: np.ndarray | None = None,
 ) -> ConformalBand:
     """Fit the interval rule from cross-fitted predictions and true scores of source models.
 
     ``conditional=False`` gives one quantile for every score and no distance term (the band
     of earlier versions); see the module docstring for what ``conditional`` adds.
+
+    ``key`` (default: ``prediction``) is the score each residual is filed under for the
+    scale, the regions and the distance term: pass the fitted head's own prediction of each
+    source model, which is what a new model with the same answers gets. Cross-fitted
+    predictions jitter around it, and on few items, where many source models share one
+    answer pattern, that jitter orders a tied group by its own residuals (leaving a strong
+    model out lowers its prediction): bins and regions cut inside the group, and the group's
+    shared prediction lands in a slice of small residuals. Filed under the shared value, the
+    whole group stays in one bin and one region, with all its residuals.
     """
     if mode not in SCALE_MODES:
         raise InputError(f"unknown interval scale {mode!r}; expected one of {SCALE_MODES}")
@@ -270,17 +291,22 @@ def fit_band(
             "conformal fit needs two equal-length 1-D arrays, "
             f"got {prediction.shape} and {truth.shape}"
         )
+    key = prediction if key is None else np.asarray(key, dtype=np.float64)
+    if key.shape != prediction.shape:
+        raise InputError(
+            f"conformal fit: key has shape {key.shape}, predictions {prediction.shape}"
+        )
     abs_residual = np.abs(truth - prediction)
     if mode == "binned":
-        knots, scales = binned_scale(prediction, abs_residual)
+        knots, scales = binned_scale(key, abs_residual)
     else:
         knots, scales = np.zeros(0), np.zeros(0)
-    edges = region_edges(prediction, min_per_region) if conditional else np.zeros(0)
-    spread = float(prediction.std()) if conditional and edges.size == 0 else 0.0
-    centre = float(prediction.mean()) if spread > _TINY else 0.0
+    edges = region_edges(key, min_per_region) if conditional else np.zeros(0)
+    spread = float(key.std()) if conditional and edges.size == 0 else 0.0
+    centre = float(key.mean()) if spread > _TINY else 0.0
     shape = ConformalBand(mode, knots, scales, np.zeros(0), centre=centre, spread=spread)
-    scaled = abs_residual / np.maximum(shape.scale(prediction), _TINY)
-    region = np.searchsorted(edges, prediction, "right")
+    scaled = abs_residual / np.maximum(shape.scale(key), _TINY)
+    region = np.searchsorted(edges, key, "right")
     parts = tuple(np.sort(scaled[region == k]) for k in range(edges.size + 1)) if edges.size else ()
     return ConformalBand(
         mode,
@@ -291,5 +317,5 @@ def fit_band(
         parts,
         centre,
         spread if spread > _TINY else 0.0,
-        (prediction, truth),
+        (prediction, truth, key),
     )

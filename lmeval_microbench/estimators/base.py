@@ -253,7 +253,9 @@ class ScoreEstimator(ABC):
         y = target[usable]
         cv_prediction = self._cross_fit(features, y)
         self.head_: dict[str, Any] = self._fit_head(features, y)
-        self.band_: ConformalBand = fit_band(cv_prediction, y, self.interval)
+        # residuals are filed under the head's own prediction, which a new model gets
+        fitted = np.clip(self._predict_head(self.head_, features), 0.0, 1.0)
+        self.band_: ConformalBand = fit_band(cv_prediction, y, self.interval, key=fitted)
         self.n_source_: int = int(usable.sum())
         self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y)))
         return self
