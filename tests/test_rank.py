@@ -23,7 +23,7 @@ from lmeval_microbench.rank import (
 )
 from lmeval_microbench.rank.evaluation import ranking_quality
 from lmeval_microbench.rank.replay import default_levels
-from lmeval_microbench.rank.tiers import check_covers, resolved
+from lmeval_microbench.rank.tiers import check_covers, level_cap, resolved
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
 Z90 = 1.6448536269514722
@@ -169,7 +169,24 @@ def test_last_level_stops_unresolvable_models():
     truth = {"a": 0.5, "b": 0.5001, "c": 0.95}
     ev = FakeEvaluator(truth, [0.3, 0.3], [5, 10])
     ranking = run_rounds(ev, list(truth), RoundOptions(parse_tiers("1-1,2-2,3-")))
-    assert ranking.stop_reason == "unresolved models are at the last level (every item)"
+    assert ranking.stop_reason == "unresolved models are at their tier's last level"
+    assert max(row["items"] for row in ranking.models) == 10
+
+
+def test_level_caps_give_coarser_tiers_fewer_levels():
+    """Flash-HELM's schedule: the top tier may climb to every item, the next tier one level
+    less, ...; without caps every unresolved model climbs to the last level."""
+    truth = population(40)
+    ev = FakeEvaluator(truth, [0.2, 0.1, 0.05, 0.03], [5, 10, 20, 40])
+    tiers = parse_tiers("1-2,3-5,6-10,11-")
+    capped = run_rounds(ev, list(truth), RoundOptions(tiers))
+    uncapped = run_rounds(ev, list(truth), RoundOptions(tiers, level_caps=False))
+    assert capped.items_spent < uncapped.items_spent
+    assert max(row["items"] for row in capped.models) == 40
+    held = [r for r in capped.models if not r["resolved"] and r["items"] < 40]
+    assert held and all(r["rank_low"] > 2 for r in held)  # held back by a coarser tier's cap
+    assert all(r["items"] == 40 for r in uncapped.models if not r["resolved"])
+    assert level_cap(0, 4) == 3 and level_cap(2, 4) == 1 and level_cap(7, 4) == 0
 
 
 def test_failed_models_are_reported_and_the_rest_ranked():

@@ -61,3 +61,53 @@ def test_duplicate_live_models_are_an_error(tmp_path, capsys):
     argv = ["rank", "--model_args", "pretrained=a", "--model_args", "pretrained=a,dtype=float32"]
     assert main(argv) == 2
     assert "duplicate model names: 'a'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_live_rank_on_an_adaptive_pool_continues_each_models_run(
+    tiny_model, tmp_path, capsys, monkeypatch
+):
+    """Rounds over a pool task: level 2 asks 3 more items, picked after the first 3 answers."""
+    import test_adaptive_harness
+
+    from lmeval_microbench.adaptive import runner
+
+    pools = test_adaptive_harness.write_pool(tmp_path / "pools")
+    asked: list[list[str]] = []
+    real_ask = runner.ask
+    monkeypatch.setattr(
+        runner,
+        "ask",
+        lambda lm, task, items: asked.append(list(items)) or real_ask(lm, task, items),
+    )
+    models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
+    argv = ["rank", "--adaptive", "--adaptive-items", "3,6", "--tasks", "microbench_pool_toy"]
+    argv += ["--include_path", str(pools), "--tiers", "1-1,2-", "--batch_size", "4"]
+    for m in [*models, tmp_path / "no-such-model"]:
+        argv += ["--model_args", test_harness.model_args(m)]
+    argv += ["--out", str(tmp_path / "ranking")]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((tmp_path / "ranking" / "ranking.json").read_text())
+    assert document["mode"] == "live-adaptive" and document["levels"] == [3, 6]
+    assert list(printed["failures"]) == [str(tmp_path / "no-such-model")]
+    rows = document["ranking"]
+    assert len(rows) == 3 and {row["items"] for row in rows} <= {3, 6}
+    promoted = sum(row["items"] == 6 for row in rows)
+    assert len(asked) == 3 * 3 + 3 * promoted  # one item per step; promotions ask only the new
+    for row in rows:
+        assert row["lower"] <= row["estimate"] <= row["upper"]
+
+
+def test_adaptive_item_counts_are_checked(capsys):
+    from lmeval_microbench.errors import InputError
+    from lmeval_microbench.rank.adaptive_live import check_counts
+
+    argv = ["rank", "--adaptive", "--model_args", "pretrained=a", "--model_args", "pretrained=b"]
+    assert main([*argv, "--adaptive-items", "5,x"]) == 2
+    assert "--adaptive-items takes item counts such as" in capsys.readouterr().err
+    assert check_counts([3, 6], {"p": 6, "q": 9}) == (3, 6)
+    with pytest.raises(InputError, match="must increase"):
+        check_counts([20, 10], {"p": 40})
+    with pytest.raises(InputError, match="exceeds the 6 items of pool task 'p'"):
+        check_counts([3, 7], {"p": 6, "q": 9})

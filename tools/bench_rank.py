@@ -2,9 +2,12 @@
 
 Per benchmark and population size, ``--draws`` times: draw the population (the models to
 rank) at random, the other models (at most ``--max-sources``) are sources; run
-``microbench rank``'s rounds (Flash-HELM tiers, levels doubling to every matrix item) and
-compare the ranking with the true full-benchmark ranking. Beside it, on the same draw:
+``microbench rank``'s rounds (Flash-HELM tiers and level caps, levels doubling to every
+matrix item) and compare the ranking with the true full-benchmark ranking. Beside it, on the
+same draw:
 
+* ``no caps``: the same rounds without the tiers' level caps (every unresolved model climbs
+  to the last level; the default before the caps);
 * ``flat-equal``: one static subset of ``items spent / population`` items (same method and
   estimator) for every model: the same total items spent flat;
 * ``flat-all``: every model on every matrix item (what the rounds can spend at most).
@@ -97,14 +100,17 @@ def one_draw(matrix, truth, n_pop: int, seed: int, args) -> dict[str, Any]:
     )
     tiers = parse_tiers(args.tiers)
     ranking = run_rounds(ev, pop.model_ids, RoundOptions(tiers, seed=seed))
+    uncapped = run_rounds(ev, pop.model_ids, RoundOptions(tiers, level_caps=False, seed=seed))
     truth_of = dict(zip(pop.model_ids, pop_truth.tolist(), strict=True))
     equal = max(1, round(ranking.items_spent / n_pop))
     configs = {
         "coarse-to-fine": ranking.models,
+        "no-caps": uncapped.models,
         "flat-equal": flat_rows(ev, equal, args.method, seed),
         "flat-all": flat_rows(ev, ev.levels[-1], args.method, seed),
     }
     out: dict[str, Any] = {"items_spent": ranking.items_spent, "flat_equal_budget": equal}
+    out["no_caps_items_spent"] = uncapped.items_spent
     out["levels"] = list(ev.levels)
     for name, rows in configs.items():
         out[name] = ranking_quality(rows, truth_of, tiers=tiers)
@@ -121,9 +127,11 @@ def summarise(draws: list[dict[str, Any]], n_pop: int, n_items: int) -> dict[str
         "items_spent": spent,
         "flat_all_items": n_pop * n_items,
         "share_of_flat_all": spent / (n_pop * n_items),
+        "no_caps_share_of_flat_all": float(np.mean([d["no_caps_items_spent"] for d in draws]))
+        / (n_pop * n_items),
         "flat_equal_budget": float(np.mean([d["flat_equal_budget"] for d in draws])),
     }
-    for name in ("coarse-to-fine", "flat-equal", "flat-all"):
+    for name in ("coarse-to-fine", "no-caps", "flat-equal", "flat-all"):
         parts = [d[name] for d in draws]
         impact = decision_impact([tuple(map(np.asarray, p["pairs"])) for p in parts], k=10)
         summary[name] = {
@@ -166,15 +174,17 @@ def markdown(report: dict[str, Any]) -> str:
         "ranking; DIoR: lower end of their 95 % interval over the draws; cover: share of models "
         "whose true rank is in the rank interval (simulate; overlap in brackets); items: share "
         "of flat-all (every model on every matrix item). flat-equal spends the same total "
-        "items as coarse-to-fine, as one static subset per model.",
+        "items as coarse-to-fine, as one static subset per model. no caps: the same rounds "
+        "without the tiers' level caps (items, tau, top10).",
         "",
         "| benchmark | models | items | c2f tau (DIoR) | c2f top10 (DIoR) | cover | "
-        "flat-equal k | flat-equal tau (DIoR) | flat-equal top10 (DIoR) | flat-all tau | "
-        "flat-all top10 | rank error 1-4 / 5-9 / 10-19 (c2f) | targets met |",
-        "|---|---:|---:|---|---|---|---:|---|---|---:|---:|---|---|",
+        "no caps | flat-equal k | flat-equal tau (DIoR) | flat-equal top10 (DIoR) | "
+        "flat-all tau | flat-all top10 | rank error 1-4 / 5-9 / 10-19 (c2f) | targets met |",
+        "|---|---:|---:|---|---|---|---|---:|---|---|---:|---:|---|---|",
     ]
     for row in report["rows"]:
         c2f, eq, full = row["coarse-to-fine"], row["flat-equal"], row["flat-all"]
+        free = row["no-caps"]
         err = c2f["rank_error"]
         met = [k for k, ok in row["targets"].items() if ok]
         lines.append(
@@ -182,7 +192,9 @@ def markdown(report: dict[str, Any]) -> str:
             f"{c2f['kendall_tau']:.3f} ({c2f['tau_dior']:.3f}) | "
             f"{c2f['top10']:.2f} ({c2f['top10_dior']:.2f}) | "
             f"{c2f['rank_coverage']:.2f} ({c2f['overlap_coverage']:.2f}) | "
-            f"{row['flat_equal_budget']:.0f} | {eq['kendall_tau']:.3f} ({eq['tau_dior']:.3f}) | "
+            f"{row['no_caps_share_of_flat_all']:.0%}, {free['kendall_tau']:.3f}, "
+            f"{free['top10']:.2f} | {row['flat_equal_budget']:.0f} | "
+            f"{eq['kendall_tau']:.3f} ({eq['tau_dior']:.3f}) | "
             f"{eq['top10']:.2f} ({eq['top10_dior']:.2f}) | {full['kendall_tau']:.3f} | "
             f"{full['top10']:.2f} | "
             + " / ".join(f"{err.get(t, float('nan')):.1f}" for t in ("1-4", "5-9", "10-19"))
@@ -195,6 +207,10 @@ def markdown(report: dict[str, Any]) -> str:
 def verdict(rows: list[dict[str, Any]]) -> list[str]:
     count = {k: sum(r["targets"][k] for r in rows) for k in rows[0]["targets"]}
     top_only = sum(r["coarse-to-fine"]["top10"] >= r["flat-equal"]["top10"] for r in rows)
+    uncapped = sum(
+        r["no-caps"]["top10"] >= r["flat-all"]["top10"] and r["no_caps_share_of_flat_all"] <= 0.5
+        for r in rows
+    )
     return [
         f"Top-10 agreement at least flat-equal's at equal items: {top_only} of {len(rows)} rows "
         "(the rounds spend the items on the top, so tau over all models is usually lower).",
@@ -202,7 +218,8 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         f"Targets, rows meeting each of {len(rows)}: top-10 and tau at least flat-equal's at "
         f"equal items: {count['equal_items_top10_and_tau']}; flat-all's top-10 for at most "
         f"half its items: {count['flat_all_top10_for_half_items']}; rank intervals hold for "
-        f">= 90 % of models: {count['rank_coverage_90']}.",
+        f">= 90 % of models: {count['rank_coverage_90']}. Without the level caps, flat-all's "
+        f"top-10 for at most half its items: {uncapped}.",
     ]
 
 
@@ -263,10 +280,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         label = f"{row['benchmark']} {row['population']}"
         x = [row["flat_equal_budget"] * row["population"] / row["flat_all_items"], 1.0]
         ax.plot(x, [row["flat-equal"]["top10"], row["flat-all"]["top10"]], "--", color="grey")
-        ax.plot(row["share_of_flat_all"], row["coarse-to-fine"]["top10"], "o", label=label)
+        (dot,) = ax.plot(row["share_of_flat_all"], row["coarse-to-fine"]["top10"], "o", label=label)
+        ax.plot(
+            row["no_caps_share_of_flat_all"], row["no-caps"]["top10"], "x", color=dot.get_color()
+        )
     ax.set_xlabel("items spent / flat-all items")
     ax.set_ylabel("top-10 agreement with full ranking")
-    ax.set_title("coarse-to-fine (dots) vs flat subsets (dashed: equal items to all items)")
+    ax.set_title("coarse-to-fine (dots; x: no level caps) vs flat subsets (dashed)", fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -43,8 +43,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description=(
             "Score every model on a few items, then give more items only to models whose rank "
             "interval is wider than the resolution of the finest tier it reaches (tiers "
-            "1-4,5-9,10-19,20-50,51- by default); stop when all are resolved, at the last "
-            "level, or when --max-items is spent. Replay over a response matrix "
+            "1-4,5-9,10-19,20-50,51- by default), up to that tier's level cap (the top tier "
+            "may reach every item, each coarser tier one level fewer); stop when all are "
+            "resolved or capped, or when --max-items is spent. Replay over a response matrix "
             "(--responses) or run lm-eval live (--model_args / --model-args-file)."
         ),
         epilog=EXAMPLES,
@@ -92,10 +93,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     live.add_argument(
         "--fractions", default="0.25,0.5,1", help="share of each task's items per level"
     )
+    live.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="the tasks are adaptive pools (default: the shipped pools); a level is a number "
+        "of items asked per task (--adaptive-items)",
+    )
+    live.add_argument(
+        "--adaptive-items", default="10,20,40", help="items per task at each level (--adaptive)"
+    )
     live.add_argument("--batch_size", default="1", help="lm-eval --batch_size (default: 1)")
     live.add_argument("--device", default=None, help="lm-eval --device (default: lm-eval's)")
     parser.add_argument("--tiers", default=None, help="e.g. 1-4,5-9,10-19,20-50,51- (:RES)")
     parser.add_argument("--max-items", type=positive_int, help="total item budget")
+    parser.add_argument(
+        "--no-level-caps",
+        action="store_true",
+        help="let every unresolved model climb to the last level, whatever its tier",
+    )
     parser.add_argument(
         "--rank-intervals",
         choices=("simulate", "overlap"),
@@ -146,6 +161,7 @@ def _options(args: argparse.Namespace):
     return RoundOptions(
         parse_tiers(args.tiers or FLASH_HELM_TIERS),
         max_items=args.max_items,
+        level_caps=not args.no_level_caps,
         interval_method=args.rank_intervals,
         rank_level=args.rank_level,
         seed=args.seed,
@@ -198,6 +214,8 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     from ..rank.live import LiveEvaluator
 
     models = read_model_args(args)
+    if args.adaptive:
+        return _adaptive(args, models)
     kwargs: dict[str, Any] = {"batch_size": args.batch_size}
     if args.device:
         kwargs["device"] = args.device
@@ -211,6 +229,36 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
         lm_eval_kwargs=kwargs,
     )
     info = {"mode": "live", "model": args.model, "tasks": sorted(evaluator.tasks)}
+    return evaluator, list(models), info
+
+
+def _adaptive(
+    args: argparse.Namespace, models: dict[str, str]
+) -> tuple[Any, list[str], dict[str, Any]]:
+    from ..adaptive.pool_task import SHIPPED_POOLS
+    from ..errors import InputError
+    from ..rank.adaptive_live import AdaptiveLiveEvaluator
+
+    try:
+        counts = [int(x) for x in split_list(args.adaptive_items) or []]
+    except ValueError:
+        raise InputError(
+            f"--adaptive-items takes item counts such as 10,20,40, got {args.adaptive_items!r}"
+        ) from None
+    tasks = split_list(args.tasks) or []
+    if tasks == ["microbench_openllm"]:  # the static group's default: every shipped pool
+        tasks = sorted(p.stem for p in SHIPPED_POOLS.glob("microbench_pool_*.yaml"))
+    evaluator = AdaptiveLiveEvaluator(
+        models,
+        tasks,
+        args.include_path or SHIPPED_POOLS,
+        counts=counts,
+        model=args.model,
+        seed=args.seed,
+        device=args.device,
+        batch_size=args.batch_size,
+    )
+    info = {"mode": "live-adaptive", "model": args.model, "tasks": sorted(evaluator.tasks)}
     return evaluator, list(models), info
 
 
@@ -231,10 +279,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either --responses (replay) or --model_args/--model-args-file")
     evaluator, models, info = (_live if live else _replay)(args)
     truth = info.pop("truth", None)
-    ranking = run_rounds(evaluator, models, _options(args))
-    document = payload(ranking, info, args.full_items)
+    options = _options(args)
+    ranking = run_rounds(evaluator, models, options)
+    document = payload(ranking, {**info, "level_caps": options.level_caps}, args.full_items)
     if truth is not None:
-        document["replay_check"] = replay_check(ranking, truth, _options(args).tiers)
+        document["replay_check"] = replay_check(ranking, truth, options.tiers)
     written: dict[str, str] = {}
     if args.out:
         written = write_report(args.out, document, _png(args, document), overwrite=args.overwrite)

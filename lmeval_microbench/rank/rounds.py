@@ -2,10 +2,11 @@
 
 Round 0 scores every model at the first *level* (a number of items); after each round the
 rank intervals are recomputed and a model moves up one level when its interval is wider
-than the resolution of the finest tier it reaches (see :mod:`.tiers`). Rounds stop when
-every model is resolved or at the last level, or when the item budget cannot pay for the
-next promotion. Levels are nested (each holds the items of the one before), so a promotion
-costs only the new items. Who scores the items is an :class:`Evaluator`: a replay over a
+than the resolution of the finest tier it reaches and it is below that tier's level cap
+(see :mod:`.tiers`; ``level_caps=False``: no caps). Rounds stop when every model is
+resolved or at its cap, or when the item budget cannot pay for the next promotion. Levels
+are nested (each holds the items of the one before), so a promotion costs only the new
+items. Who scores the items is an :class:`Evaluator`: a replay over a
 response matrix (:mod:`.replay`) or lm-eval runs (:mod:`.live`).
 """
 
@@ -21,7 +22,7 @@ import numpy as np
 from .._types import duplicate_ids
 from ..errors import InputError
 from .intervals import RankIntervals, rank_intervals
-from .tiers import Tier, check_covers, resolved, tier_index
+from .tiers import Tier, check_covers, level_cap, resolved, tier_index
 
 LEVEL = 0.9
 
@@ -53,10 +54,11 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True)
 class RoundOptions:
-    """How rounds run: tiers, item budget (None: no cap) and rank intervals."""
+    """How rounds run: tiers, level caps, item budget (None: no cap) and rank intervals."""
 
     tiers: tuple[Tier, ...]
     max_items: int | None = None
+    level_caps: bool = True
     interval_method: str = "simulate"
     rank_level: float = 0.9
     seed: int = 0
@@ -120,14 +122,31 @@ def unresolved(names: Sequence[str], ranks: RankIntervals, tiers: Sequence[Tier]
     return [name for *_, name in sorted(needy)]
 
 
+def caps_of(
+    names: Sequence[str], ranks: RankIntervals, tiers: Sequence[Tier], n_levels: int, capped: bool
+) -> dict[str, int]:
+    """Highest level each model may reach: its finest reachable tier's cap, or the last."""
+    if not capped:
+        return dict.fromkeys(names, n_levels - 1)
+    return {
+        name: level_cap(tier_index(tiers, int(lo)), n_levels)
+        for name, lo in zip(names, ranks.low, strict=True)
+    }
+
+
 def promotions(
-    candidates: Sequence[str], level_of: Mapping[str, int], levels: Sequence[int], left: float
+    candidates: Sequence[str],
+    level_of: Mapping[str, int],
+    levels: Sequence[int],
+    left: float,
+    cap_of: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Candidates below the last level whose next level the budget ``left`` still pays for."""
+    """Candidates below their cap (default the last level) whose next level ``left`` pays for."""
     chosen = []
     for name in candidates:
         current = level_of[name]
-        if current + 1 >= len(levels):
+        cap = len(levels) - 1 if cap_of is None else cap_of[name]
+        if current + 1 > cap:
             continue
         cost = levels[current + 1] - levels[current]
         if cost <= left:
@@ -185,11 +204,13 @@ def run_rounds(evaluator: Evaluator, models: Sequence[str], options: RoundOption
         check_covers(options.tiers, len(names))
         ranks = intervals_of(scores, names, options)
         needy = unresolved(names, ranks, options.tiers)
+        cap_of = caps_of(names, ranks, options.tiers, len(levels), options.level_caps)
         left = np.inf if options.max_items is None else options.max_items - spent
-        chosen = promotions([m for m in needy if m not in failures], level_of, levels, left)
+        open_ = [m for m in needy if m not in failures]
+        chosen = promotions(open_, level_of, levels, left, cap_of)
         rounds.append({"round": len(rounds), "unresolved": len(needy), "promoted": len(chosen)})
         if not chosen:
-            reason = _stop_reason(needy, level_of, levels)
+            reason = _stop_reason(open_, level_of, cap_of)
             break
         for target in sorted({level_of[m] + 1 for m in chosen}):
             batch = [m for m in chosen if level_of[m] + 1 == target]
@@ -215,9 +236,9 @@ def _merge(
             failures[name] = result.failures.get(name, "no estimate returned")
 
 
-def _stop_reason(needy: Sequence[str], level_of: Mapping[str, int], levels) -> str:
+def _stop_reason(needy: Sequence[str], level_of: Mapping[str, int], cap_of) -> str:
     if not needy:
         return "every rank interval meets its tier's resolution"
-    if all(level_of[m] + 1 >= len(levels) for m in needy):
-        return "unresolved models are at the last level (every item)"
+    if all(level_of[m] >= cap_of[m] for m in needy):
+        return "unresolved models are at their tier's last level"
     return "item budget spent"

@@ -4,6 +4,13 @@ A tier is a range of ranks and a *resolution*: the widest rank interval a model 
 that tier may keep. Flash-HELM ranks 1-4, 5-9, 10-19, 20-50 and the rest with decreasing
 effort; here the default resolution of a closed tier is its width (a model that may be in
 the top 4 must be placed within 4 ranks) and the open last tier needs none.
+
+Effort is capped per tier as in Flash-HELM (:func:`level_cap`): a model that may reach the
+top tier may get every level, one whose best possible rank is in the second tier one level
+fewer, and so on. Without the caps every model whose interval misses its resolution climbs
+to the last level: on the leaderboard matrices no top-50 model is ever placed within its
+tier's width, so the rounds spent 50-76 % of every model on every item for the top-10 that
+a third of that buys (``bench/rank.md``).
 """
 
 from __future__ import annotations
@@ -90,6 +97,11 @@ def tier_index(tiers: Sequence[Tier], rank: int) -> int:
         if tier.contains(rank):
             return k
     raise InputError(f"rank {rank} is in no tier (last tier {tiers[-1].label})")
+
+
+def level_cap(tier: int, n_levels: int) -> int:
+    """Highest level index for a model whose interval reaches tier ``tier`` (0 = finest)."""
+    return max(0, n_levels - 1 - tier)
 
 
 def resolved(tiers: Sequence[Tier], rank_low: int, rank_high: int) -> bool:
