@@ -273,6 +273,12 @@ def test_cli_replay_writes_a_ranking_and_refuses_to_overwrite(matrix_file, tmp_p
     assert main(argv) == 2
     assert "pass --overwrite" in capsys.readouterr().err
     assert main([*argv, "--overwrite"]) == 0
+    assert document["level_caps"] is True
+    capsys.readouterr()
+    assert main([*argv, "--overwrite", "--no-level-caps"]) == 0
+    uncapped = json.loads((out / "ranking.json").read_text())
+    assert uncapped["level_caps"] is False
+    assert uncapped["cost"]["items_spent"] >= document["cost"]["items_spent"]
 
 
 def test_cli_needs_exactly_one_mode(matrix_file, capsys):
