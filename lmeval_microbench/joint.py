@@ -24,6 +24,8 @@ Method (stacked regression), every learned step on the source models only:
 
 IRT parameters (unsupervised) are fitted once on all source models, not once per fold, as in
 ``estimators.base``; ``tools/eval_joint.py`` measures accuracy and coverage on held-out models.
+The checks and joins of the fit inputs live in :mod:`._joint_inputs`, the head in
+:mod:`._joint_head`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ import numpy as np
 import pandas as pd
 
 from ._io import SEAL_KEY, seal_holds
+from ._joint_head import RidgeHead, cross_fit_head, fit_ridge_head
+from ._joint_inputs import AVERAGE, check_benchmarks, joint_source, usable_source
 from ._json import read_json
 from ._text import preview as _preview
 from ._types import Estimate, ItemId
@@ -47,20 +50,14 @@ from .build import fit_source_irt
 from .errors import InputError, ItemMismatchError, MicrobenchError
 from .estimators import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
 from .estimators._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
-from .estimators.base import MIN_SOURCE_MODELS, checked_score, fold_labels
+from .estimators.base import checked_score, fold_labels
 from .irt import IRTModel, estimate_abilities
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
 from .selection.base import Subset
 
-AVERAGE = "average"
-"""Name of the output that estimates the mean of the benchmark scores (leaderboard average)."""
 FEATURE_SETS = ("estimates", "items", "mirt")
 STATE_VERSION = 1
-ALPHA_GRID = np.logspace(-6, 2, 33)
-"""Ridge penalties per source model on standardised columns."""
-ITEM_SCALES = (1.0, 0.3, 0.1, 0.03, 0.0)
-"""Factors on the item columns relative to the others (0 drops them); chosen per output."""
 
 
 class JointFallbackWarning(UserWarning):
@@ -83,90 +80,6 @@ class JointEstimates(dict[str, Estimate]):
         super().__init__(estimates)
         self.method = dict(method)
         self.missing = tuple(missing)
-
-
-# ---------------------------------------------------------------------- ridge head
-_HEAD_FIELDS = ("center", "scale", "coef", "intercept", "alpha", "item_scale")
-
-
-@dataclass(frozen=True)
-class RidgeHead:
-    """Ridge regressions of several outputs on shared standardised features.
-
-    ``coef`` has shape (p, O) on the standardised columns; ``alpha`` and ``item_scale`` are
-    the per-output choices of GCV (the item scale is already folded into ``coef``).
-    """
-
-    center: np.ndarray
-    scale: np.ndarray
-    coef: np.ndarray
-    intercept: np.ndarray
-    alpha: np.ndarray
-    item_scale: np.ndarray
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.center) / self.scale) @ self.coef + self.intercept
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name).tolist() for name in _HEAD_FIELDS}
-
-    @classmethod
-    def from_dict(cls, payload: Mapping[str, Any]) -> RidgeHead:
-        try:
-            fields = {name: np.asarray(payload[name], dtype=np.float64) for name in _HEAD_FIELDS}
-        except KeyError as exc:
-            raise InputError(f"joint head lacks field {exc.args[0]!r}") from exc
-        return cls(**fields)
-
-
-def _gcv_path(z: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """GCV score (A, O) and coefficients (A, p, O) of centred ridge fits over ``ALPHA_GRID``.
-
-    One eigendecomposition of the p x p Gram matrix serves every penalty and output (p is a
-    few hundred, m a few thousand: much cheaper than an SVD of the m x p design).
-    """
-    n = z.shape[0]
-    eigenvalues, vectors = np.linalg.eigh(z.T @ z)
-    eigenvalues = np.clip(eigenvalues, 0.0, None)
-    projected = vectors.T @ (z.T @ yc)  # (p, O)
-    denominator = eigenvalues[None, :] + ALPHA_GRID[:, None] * n  # (A, p)
-    coef = vectors[None] @ (projected[None] / denominator[:, :, None])  # (A, p, O)
-    rss = np.sum((yc[None] - z[None] @ coef) ** 2, axis=1)  # (A, O)
-    dof = np.sum(eigenvalues[None, :] / denominator, axis=1) + 1.0  # + intercept
-    gcv = n * rss / np.maximum(n - dof, 1.0)[:, None] ** 2
-    return gcv, coef
-
-
-def fit_ridge_head(x: np.ndarray, y: np.ndarray, item_columns: np.ndarray) -> RidgeHead:
-    """Ridge of every column of ``y`` (m, O) on ``x`` (m, p), penalties chosen by GCV.
-
-    The grid is ``ALPHA_GRID`` x ``ITEM_SCALES``: scaling the item columns by ``c`` before a
-    common penalty is the same as penalising them ``1 / c^2`` times more, which lets the head
-    lean on the few strong features and use the items only as far as they help.
-    """
-    center = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale == 0] = 1.0
-    z = (x - center) / scale
-    y_mean = y.mean(axis=0)
-    yc = y - y_mean
-    scales = ITEM_SCALES if item_columns.any() and not item_columns.all() else (1.0,)
-    n_outputs = y.shape[1]
-    best_gcv = np.full(n_outputs, np.inf)
-    coef = np.zeros((x.shape[1], n_outputs))
-    alpha = np.zeros(n_outputs)
-    item_scale = np.ones(n_outputs)
-    for factor in scales:
-        column_factor = np.where(item_columns, factor, 1.0)
-        gcv, path = _gcv_path(z * column_factor, yc)
-        pick = np.argmin(gcv, axis=0)
-        better = gcv[pick, np.arange(n_outputs)] < best_gcv
-        for out in np.flatnonzero(better):
-            best_gcv[out] = gcv[pick[out], out]
-            coef[:, out] = path[pick[out], :, out] * column_factor
-            alpha[out] = ALPHA_GRID[pick[out]]
-            item_scale[out] = factor
-    return RidgeHead(center, scale, coef, y_mean, alpha, item_scale)
 
 
 # ---------------------------------------------------------------------- estimator
@@ -294,18 +207,18 @@ class JointEstimator:
             Optional item parameters per benchmark (fitted on the source models if absent).
         """
         self._validate_params()
-        benchmarks = self._check_benchmarks(sources, subsets, targets)
+        benchmarks = check_benchmarks(sources, subsets, targets)
         unknown = sorted(set(irt or {}) - set(benchmarks))
         if unknown:
             raise InputError(f"joint: irt parameters given for unknown benchmarks {unknown}")
-        per_benchmark = {b: self._usable_source(b, sources[b], targets[b]) for b in benchmarks}
+        per_benchmark = {b: usable_source(b, sources[b], targets[b]) for b in benchmarks}
         irt_params = {
             b: self._source_irt(per_benchmark[b][0], (irt or {}).get(b)) for b in benchmarks
         }
         self.benchmarks_: tuple[str, ...] = benchmarks
         self.outputs_: tuple[str, ...] = (*benchmarks, AVERAGE)
         self.subsets_: dict[str, Subset] = {b: subsets[b] for b in benchmarks}
-        joint, joint_target = self._joint_source(per_benchmark)
+        joint, joint_target = joint_source(per_benchmark, benchmarks, self.subsets_, self.n_folds)
         self.model_ids_: tuple[str, ...] = joint.model_ids
         folds = fold_labels(joint.n_models, self.n_folds, self.random_state)
         self.cv_base_: dict[str, np.ndarray] = {
@@ -321,7 +234,7 @@ class JointEstimator:
         self.mirt_: ItemParams | None = self._fit_mirt(joint) if "mirt" in self.features else None
         cv_x, item_columns = self._design(joint, np.column_stack(list(self.cv_base_.values())))
         self.cv_targets_: np.ndarray = joint_target
-        cv_prediction = self._cross_fit_head(cv_x, joint_target, item_columns, folds)
+        cv_prediction = cross_fit_head(cv_x, joint_target, item_columns, folds, self.n_folds)
         self.head_: RidgeHead = fit_ridge_head(cv_x, joint_target, item_columns)
         self.bands_: dict[str, ConformalBand] = {
             out: fit_band(cv_prediction[:, k], joint_target[:, k], self.interval)
@@ -333,72 +246,6 @@ class JointEstimator:
             for k, out in enumerate(self.outputs_)
         }
         return self
-
-    def _check_benchmarks(
-        self,
-        sources: Mapping[str, ResponseMatrix],
-        subsets: Mapping[str, Subset],
-        targets: Mapping[str, Any],
-    ) -> tuple[str, ...]:
-        benchmarks = tuple(sources)
-        for label, mapping in (("subsets", subsets), ("targets", targets)):
-            if set(mapping) != set(benchmarks):
-                raise InputError(
-                    f"joint: {label} are given for {sorted(mapping)}, sources for "
-                    f"{sorted(benchmarks)}; every benchmark needs a source, subset and target"
-                )
-        if len(benchmarks) < 2:
-            raise InputError(f"joint: needs at least 2 benchmarks, got {list(benchmarks)}")
-        if AVERAGE in benchmarks:
-            raise InputError(f"joint: {AVERAGE!r} is reserved for the average output")
-        owner: dict[str, str] = {}
-        for b in benchmarks:
-            for item in subsets[b].item_ids:
-                if item in owner:
-                    raise InputError(
-                        f"joint: item {item!r} is in the subsets of both {owner[item]!r} and "
-                        f"{b!r}; item ids must be unique across benchmarks"
-                    )
-                owner[item] = b
-            sources[b].item_positions(subsets[b].item_ids)  # names subset items it lacks
-        return benchmarks
-
-    def _usable_source(
-        self, benchmark: str, source: ResponseMatrix, target: np.ndarray | pd.Series
-    ) -> tuple[ResponseMatrix, np.ndarray]:
-        """The source models of ``benchmark`` with a known target, and that target."""
-        if isinstance(target, pd.Series):
-            target = target.copy()
-            target.index = target.index.map(str)
-            if target.index.has_duplicates:
-                dups = target.index[target.index.duplicated()].unique().tolist()
-                raise InputError(f"joint: {benchmark}: target lists models twice: {_preview(dups)}")
-            values = target.reindex(list(source.model_ids)).to_numpy(dtype=np.float64)
-        else:
-            values = np.asarray(target, dtype=np.float64).reshape(-1)
-            if values.shape != (source.n_models,):
-                raise InputError(
-                    f"joint: {benchmark}: target has {values.size} values, {source.source} has "
-                    f"{source.n_models} models (pass a Series indexed by model id to join by id)"
-                )
-        with np.errstate(invalid="ignore"):
-            bad = np.flatnonzero(np.isinf(values) | (values < 0) | (values > 1))
-        if bad.size:
-            models = [source.model_ids[k] for k in bad]
-            raise InputError(
-                f"joint: {benchmark}: targets must be fractions in [0, 1]; bad for models "
-                f"{_preview(models)}"
-            )
-        known = np.flatnonzero(np.isfinite(values))
-        if known.size < MIN_SOURCE_MODELS:
-            raise InputError(
-                f"joint: {benchmark}: only {known.size} source models have a target; "
-                f"at least {MIN_SOURCE_MODELS} are needed"
-            )
-        # rows sorted by id: folds, and so every fit, do not depend on the input row order
-        order = sorted(known, key=lambda k: source.model_ids[k])
-        kept = source.select_models([source.model_ids[k] for k in order])
-        return kept, values[order]
 
     def _source_irt(self, source: ResponseMatrix, given: ItemParams | None) -> ItemParams | None:
         """Item parameters for IRT-based base estimators (fitted once, shared by all folds)."""
@@ -412,40 +259,6 @@ class JointEstimator:
     def _new_base(self) -> ScoreEstimator:
         options = {"random_state": self.random_state, **dict(self.base_options or {})}
         return make_estimator(self.base_estimator, **options)
-
-    def _joint_source(
-        self, per_benchmark: Mapping[str, tuple[ResponseMatrix, np.ndarray]]
-    ) -> tuple[ResponseMatrix, np.ndarray]:
-        """Subset columns of the models with a target on every benchmark and every subset item.
-
-        Returns the joined matrix (rows sorted by model id) and the
-        targets (m, B + 1), the last column being their mean.
-        """
-        first = self.benchmarks_[0]
-        common = set(per_benchmark[first][0].model_ids)
-        for b in self.benchmarks_[1:]:
-            common &= set(per_benchmark[b][0].model_ids)
-        model_ids = [m for m in per_benchmark[first][0].model_ids if m in common]
-        columns = [
-            per_benchmark[b][0].select_models(model_ids).select_items(self.subsets_[b].item_ids)
-            for b in self.benchmarks_
-        ]
-        joint = ResponseMatrix.concat_items(columns).select_models(model_ids)
-        complete = ~np.isnan(joint.values).any(axis=1)
-        minimum = max(MIN_SOURCE_MODELS, 2 * self.n_folds)
-        if complete.sum() < minimum:
-            raise InputError(
-                f"joint: only {int(complete.sum())} source models have a target and every subset "
-                f"item on all of {list(self.benchmarks_)}; at least {minimum} are needed"
-            )
-        joint = joint.select_models([model_ids[k] for k in np.flatnonzero(complete)])
-        target = np.column_stack(
-            [
-                per_benchmark[b][1][per_benchmark[b][0].model_positions(joint.model_ids)]
-                for b in self.benchmarks_
-            ]
-        )
-        return joint, np.column_stack([target, target.mean(axis=1)])
 
     def _cross_fit_base(
         self,
@@ -503,16 +316,6 @@ class JointEstimator:
             blocks.append(items)
             is_item.append(np.ones(items.shape[1], dtype=bool))
         return np.column_stack(blocks), np.concatenate(is_item)
-
-    def _cross_fit_head(
-        self, x: np.ndarray, y: np.ndarray, item_columns: np.ndarray, folds: np.ndarray
-    ) -> np.ndarray:
-        prediction = np.empty_like(y)
-        for fold in range(self.n_folds):
-            held = folds == fold
-            head = fit_ridge_head(x[~held], y[~held], item_columns)
-            prediction[held] = np.clip(head.predict(x[held]), 0.0, 1.0)
-        return prediction
 
     # ------------------------------------------------------------------ estimate
     @property

@@ -1,5 +1,6 @@
 """Versioned, checksummed micro-benchmark bundles: schema (``schema``) and folders (``io``)."""
 
+from .fields import SCORE_SCALES, DatasetCoordinates, EstimatorSpec, MetricSpec, Provenance
 from .io import (
     BUNDLE_FILE,
     ITEMS_FILE,
@@ -10,16 +11,7 @@ from .io import (
     save_bundle,
     verify_items,
 )
-from .schema import (
-    SCHEMA_VERSION,
-    SCORE_SCALES,
-    Bundle,
-    BundleVersionWarning,
-    DatasetCoordinates,
-    EstimatorSpec,
-    MetricSpec,
-    Provenance,
-)
+from .schema import SCHEMA_VERSION, Bundle, BundleVersionWarning
 
 __all__ = [
     "BUNDLE_FILE",

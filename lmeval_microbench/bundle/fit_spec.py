@@ -29,7 +29,7 @@ import numpy as np
 
 from .._types import ItemId
 from ..errors import BundleError
-from .schema import _get, _no_unknown, _non_empty, _object
+from .fields import _get, _no_unknown, _non_empty, _object
 
 FIELDS = ("lz_threshold", "alpha", "chance", "chance_score", "chance_rule", "lz_rule")
 
