@@ -372,8 +372,42 @@ def _reconstruct(
             estimator, scored, bundles, options, warn_incomplete=joint is not None
         )
         for model, outputs in found.items():
-            result.joint.setdefault(model, outputs)
+            result.joint.setdefault(model, widen_joint(outputs, guessing_chances(estimates, model)))
     return result
+
+
+def guessing_chances(estimates: Sequence[BenchmarkEstimate], model: ModelId) -> dict[str, float]:
+    """``benchmark -> chance score`` where the person fit could not reject guessing."""
+    return {
+        e.benchmark: float(e.person_fit["chance_score"])
+        for e in estimates
+        if e.model == model and e.flagged and e.person_fit and e.person_fit.get("guessing")
+    }
+
+
+def widen_joint(outputs: Mapping[str, Estimate], chances: Mapping[str, float]) -> dict:
+    """Joint outputs carrying the person-fit widening of the per-benchmark estimates.
+
+    The joint estimator reads the same answers, so a benchmark whose answers may be guesses
+    may be at chance in its joint output too, and the average may be the mean with those
+    benchmarks at chance (see :func:`.personfit.widen_for_fit` for the rule per benchmark).
+    """
+    from .joint import AVERAGE
+
+    if not chances:
+        return dict(outputs)
+    out = {
+        name: _stretch(e, chances[name]) if name in chances else e for name, e in outputs.items()
+    }
+    benchmarks = [name for name in outputs if name != AVERAGE]
+    if AVERAGE in outputs and benchmarks:
+        at_chance = float(np.mean([chances.get(b, outputs[b].value) for b in benchmarks]))
+        out[AVERAGE] = _stretch(outputs[AVERAGE], at_chance)
+    return out
+
+
+def _stretch(estimate: Estimate, point: float) -> Estimate:
+    return replace(estimate, lower=min(estimate.lower, point), upper=max(estimate.upper, point))
 
 
 def _as_list(paths: Any) -> list[Any]:

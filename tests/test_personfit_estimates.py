@@ -322,3 +322,30 @@ def test_a_random_weights_gpt2_on_the_shipped_truthfulqa_task_is_flagged(tiny_mo
     found = results["results"]["microbench_truthfulqa"]
     assert found["estimate_lower,none"] <= chance <= found["estimate_upper,none"]
     assert f"bundle '{shipped.name}': person fit:" in caplog.text
+
+
+def test_the_joint_outputs_carry_the_guessing_widening():
+    """A benchmark whose answers may be guesses may be at chance in the joint output too, and
+    the joint average may be the mean with it at chance (hand-checked numbers)."""
+    from types import SimpleNamespace
+
+    from lmeval_microbench._types import Estimate
+    from lmeval_microbench.hook import guessing_chances, widen_joint
+
+    def record(model, benchmark, guessing):
+        fit = {"flagged": True, "guessing": guessing, "chance_score": 0.25}
+        return SimpleNamespace(model=model, benchmark=benchmark, flagged=True, person_fit=fit)
+
+    estimates = [record("m", "mmlu", True), record("m", "arc", False), record("x", "gsm8k", True)]
+    assert guessing_chances(estimates, "m") == {"mmlu": 0.25}
+    outputs = {
+        "mmlu": Estimate(0.60, 0.55, 0.65, 0.9),
+        "arc": Estimate(0.70, 0.66, 0.74, 0.9),
+        "average": Estimate(0.65, 0.62, 0.68, 0.9),
+    }
+    widened = widen_joint(outputs, {"mmlu": 0.25})
+    assert (widened["mmlu"].lower, widened["mmlu"].upper) == (0.25, 0.65)
+    assert widened["arc"] == outputs["arc"]
+    assert widened["average"].lower == pytest.approx((0.25 + 0.70) / 2)
+    assert widened["average"].value == 0.65 and widened["average"].upper == 0.68
+    assert widen_joint(outputs, {}) == outputs
