@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .._types import ItemId
 from ..errors import InputError
@@ -117,7 +118,9 @@ class AdaptiveLiveEvaluator:
         from ..adaptive.runner import make_lm
 
         out = Evaluated()
-        for name in models:
+        # lm-eval's own bars are per task; this one says where the round is (off without a TTY)
+        bar = f"level {level + 1}/{len(self.levels)} ({self.levels[level]} items)"
+        for name in tqdm(models, desc=bar, unit="model", disable=None):
             try:
                 lm = make_lm(
                     self.model,

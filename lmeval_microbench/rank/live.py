@@ -19,6 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..bundle import Bundle
 from ..errors import InputError
@@ -162,7 +163,9 @@ class LiveEvaluator:
 
     def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
         out = Evaluated()
-        for name in models:
+        # lm-eval's own bars are per task; this one says where the round is (off without a TTY)
+        bar = f"level {level + 1}/{len(self.levels)} ({self.levels[level]} items)"
+        for name in tqdm(models, desc=bar, unit="model", disable=None):
             try:
                 results = self._run(name, self._new_docs(name, level))
                 self._check_versions(results)
