@@ -18,11 +18,10 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .._types import ItemId
 from ..errors import InputError
-from .live import combine
+from .live import combine, score_models
 from .rounds import LEVEL, Evaluated, Scored
 
 Steps = list[tuple[list[ItemId], list[float]]]
@@ -114,21 +113,13 @@ class AdaptiveLiveEvaluator:
             parts.append(Scored(estimate.value, estimate.lower, estimate.upper))
         return combine(parts)
 
-    def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
+    def _score(self, name: str, level: int) -> Scored:
         from ..adaptive.runner import make_lm
 
-        out = Evaluated()
-        # lm-eval's own bars are per task; this one says where the round is (off without a TTY)
-        bar = f"level {level + 1}/{len(self.levels)} ({self.levels[level]} items)"
-        for name in tqdm(models, desc=bar, unit="model", disable=None):
-            try:
-                lm = make_lm(
-                    self.model,
-                    self.model_args[name],
-                    device=self.device,
-                    batch_size=self.batch_size,
-                )
-                out.scores[name] = self._estimate(lm, name, level)
-            except Exception as exc:  # a failed model is reported, not fatal
-                out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        return out
+        lm = make_lm(
+            self.model, self.model_args[name], device=self.device, batch_size=self.batch_size
+        )
+        return self._estimate(lm, name, level)
+
+    def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
+        return score_models(models, self.levels, level, lambda name: self._score(name, level))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -161,20 +161,33 @@ class LiveEvaluator:
             parts.append(Scored(est.value, est.lower, est.upper))
         return combine(parts)
 
+    def _score(self, name: str, level: int) -> Scored:
+        results = self._run(name, self._new_docs(name, level))
+        self._check_versions(results)
+        kept = self.scores.setdefault(name, {})
+        for task, samples in results["samples"].items():
+            metric = self.tasks[task].bundle.metric.name
+            kept.setdefault(task, {}).update(item_scores(samples, metric))
+        self.level_of[name] = level
+        return self._estimate(name)
+
     def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
-        out = Evaluated()
-        # lm-eval's own bars are per task; this one says where the round is (off without a TTY)
-        bar = f"level {level + 1}/{len(self.levels)} ({self.levels[level]} items)"
-        for name in tqdm(models, desc=bar, unit="model", disable=None):
-            try:
-                results = self._run(name, self._new_docs(name, level))
-                self._check_versions(results)
-                kept = self.scores.setdefault(name, {})
-                for task, samples in results["samples"].items():
-                    metric = self.tasks[task].bundle.metric.name
-                    kept.setdefault(task, {}).update(item_scores(samples, metric))
-                self.level_of[name] = level
-                out.scores[name] = self._estimate(name)
-            except Exception as exc:  # a failed model is reported, not fatal
-                out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        return out
+        return score_models(models, self.levels, level, lambda name: self._score(name, level))
+
+
+def score_models(
+    models: Sequence[str], levels: Sequence[int], level: int, score: Callable[[str], Scored]
+) -> Evaluated:
+    """Every model through ``score``; one that raises is reported with why, the rest go on.
+
+    lm-eval's own progress bars are per task; this one says where the round is (it is off
+    without a terminal).
+    """
+    out = Evaluated()
+    label = f"level {level + 1}/{len(levels)} ({levels[level]} items)"
+    for name in tqdm(models, desc=label, unit="model", disable=None):
+        try:
+            out.scores[name] = score(name)
+        except Exception as exc:  # a failed model is reported, not fatal
+            out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    return out
