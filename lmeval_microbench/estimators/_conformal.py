@@ -274,13 +274,12 @@ def fit_band(
     of earlier versions); see the module docstring for what ``conditional`` adds.
 
     ``key`` (default: ``prediction``) is the score each residual is filed under for the
-    scale, the regions and the distance term: pass the fitted head's own prediction of each
-    source model, which is what a new model with the same answers gets. Cross-fitted
-    predictions jitter around it, and on few items, where many source models share one
-    answer pattern, that jitter orders a tied group by its own residuals (leaving a strong
-    model out lowers its prediction): bins and regions cut inside the group, and the group's
-    shared prediction lands in a slice of small residuals. Filed under the shared value, the
-    whole group stays in one bin and one region, with all its residuals.
+    scale, the regions and the distance term. Estimators pass their cross-fitted
+    predictions averaged over models the fitted head predicts alike
+    (:func:`~lmeval_microbench.estimators.base.tie_key`): on few items hundreds of source models
+    share one answer pattern, and the cross-fit jitter inside such a group (leaving a strong
+    model out lowers its prediction) would sort it by its own residuals, cut bins and regions
+    through it, and leave the group's shared prediction a slice of small residuals.
     """
     if mode not in SCALE_MODES:
         raise InputError(f"unknown interval scale {mode!r}; expected one of {SCALE_MODES}")

@@ -74,6 +74,20 @@ def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return y_mean - slope * x_mean, slope
 
 
+def tie_key(cross_fitted: np.ndarray, fitted: np.ndarray) -> np.ndarray:
+    """Cross-fitted predictions, averaged over models the fitted head predicts alike.
+
+    Models with the same answers get the same prediction from the head, as would a new model
+    with those answers; their cross-fitted predictions differ only by which models each fold
+    left out, and that jitter sorts a tied group by its own residuals. Averaged within the
+    group, the key puts it in one bin and one region; a model with no twin keeps its own
+    cross-fitted prediction (what a new model's prediction is like).
+    """
+    _, group = np.unique(fitted, return_inverse=True)
+    sums = np.bincount(group, weights=cross_fitted)
+    return (sums / np.bincount(group))[group]
+
+
 def fold_labels(n: int, n_folds: int, seed: Any) -> np.ndarray:
     """Fold number of each of ``n`` rows: a seeded permutation cut into near-equal folds."""
     labels = np.arange(n) % n_folds
@@ -253,9 +267,10 @@ class ScoreEstimator(ABC):
         y = target[usable]
         cv_prediction = self._cross_fit(features, y)
         self.head_: dict[str, Any] = self._fit_head(features, y)
-        # residuals are filed under the head's own prediction, which a new model gets
         fitted = np.clip(self._predict_head(self.head_, features), 0.0, 1.0)
-        self.band_: ConformalBand = fit_band(cv_prediction, y, self.interval, key=fitted)
+        self.band_: ConformalBand = fit_band(
+            cv_prediction, y, self.interval, key=tie_key(cv_prediction, fitted)
+        )
         self.n_source_: int = int(usable.sum())
         self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y)))
         return self
