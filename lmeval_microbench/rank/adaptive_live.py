@@ -1,13 +1,12 @@
 """Live rounds on adaptive pools: each promotion asks a model more of the items that measure it.
 
 A level is a number of items asked per pool task (``counts``). A model's adaptive run per task
-is kept between rounds as its asked items and answers, step by step; a promotion replays those
-steps into a fresh :class:`~lmeval_microbench.adaptive.engine.AdaptiveSession` (with the step
-seeds, the next pick is the one an uninterrupted run would make) and asks on until the new
-count. Items are asked through lm-eval's model API exactly as ``microbench adaptive`` asks them
-(:func:`~lmeval_microbench.adaptive.runner.ask`), and a task's estimate is the pool's
-(:func:`~lmeval_microbench.adaptive.pool.estimate_pool`). Several tasks are averaged as in
-:mod:`.live`.
+is kept between rounds as its :class:`~lmeval_microbench.adaptive.engine.AdaptiveSession`; a
+promotion raises the session's item budget to the new count and asks on, so the next pick is
+the one an uninterrupted run would make. Items are asked through lm-eval's model API exactly
+as ``microbench adaptive`` asks them (:func:`~lmeval_microbench.adaptive.runner.ask`), and a
+task's estimate is the pool's (:func:`~lmeval_microbench.adaptive.pool.estimate_pool`).
+Several tasks are averaged as in :mod:`.live`.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from .._types import ItemId
 from ..errors import InputError
 from .live import combine, score_models
 from .rounds import LEVEL, Evaluated, Scored
-
-Steps = list[tuple[list[ItemId], list[float]]]
 
 
 def check_counts(counts: Sequence[int], pool_sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -68,40 +65,41 @@ class AdaptiveLiveEvaluator:
         sizes = {name: len(task.pool.item_ids) for name, task in self.tasks.items()}
         self.counts = check_counts(counts, sizes)
         self.levels = tuple(c * len(self.tasks) for c in self.counts)
-        self.steps: dict[tuple[str, str], Steps] = {}
+        self.sessions: dict[tuple[str, str], Any] = {}
 
-    def _session(self, pool_task: Any, steps: Steps, count: int) -> Any:
+    def _session(self, name: str, task: str) -> Any:
+        """The adaptive run of ``name`` on ``task``: kept between rounds, new on the first."""
         from ..adaptive.engine import AdaptiveSession
         from ..adaptive.selection import make_selector
         from ..adaptive.stopping import StoppingRule
 
-        pool = pool_task.pool
-        session = AdaptiveSession(
-            pool.params,
-            selector=make_selector("maxinfo"),
-            rule=StoppingRule(count, None),
-            seed=self.seed,
-            prior_mean=pool.state.prior_mean,
-            prior_sd=pool.state.prior_sd,
-        )
-        for items, scores in steps:
-            session.record_items(items, scores)
-        return session
+        if (name, task) not in self.sessions:
+            pool = self.tasks[task].pool
+            self.sessions[name, task] = AdaptiveSession(
+                pool.params,
+                selector=make_selector("maxinfo"),
+                rule=StoppingRule(self.counts[0], None),
+                seed=self.seed,
+                prior_mean=pool.state.prior_mean,
+                prior_sd=pool.state.prior_sd,
+            )
+        return self.sessions[name, task]
 
     def _advance(self, lm: Any, name: str, task: str, count: int) -> dict[ItemId, float]:
         """Ask ``name`` on ``task`` until ``count`` items are answered; all answers by item."""
         from ..adaptive.runner import ask
+        from ..adaptive.stopping import StoppingRule
 
         pool_task = self.tasks[task]
-        steps = self.steps.setdefault((name, task), [])
-        session = self._session(pool_task, steps, count)
+        item_ids = pool_task.pool.params.item_ids
+        session = self._session(name, task)
+        session.rule = StoppingRule(count, None)
         while session.stop_reason() is None:
             chosen = session.propose()[0]
-            items = [pool_task.pool.params.item_ids[k] for k in chosen]
-            scores = [answer.score for answer in ask(lm, pool_task, items)]
-            session.record(chosen[None, :], np.array([scores]))
-            steps.append((items, scores))
-        return {item: s for items, scores in steps for item, s in zip(items, scores, strict=True)}
+            answers = ask(lm, pool_task, [item_ids[k] for k in chosen])
+            session.record(chosen[None, :], np.array([[answer.score for answer in answers]]))
+        asked = np.flatnonzero(session.asked[0])
+        return {item_ids[k]: float(session.scores[0, k]) for k in asked}
 
     def _estimate(self, lm: Any, name: str, level: int) -> Scored:
         from ..adaptive.pool import estimate_pool
