@@ -139,14 +139,13 @@ def promotions(
     level_of: Mapping[str, int],
     levels: Sequence[int],
     left: float,
-    cap_of: Mapping[str, int] | None = None,
+    cap_of: Mapping[str, int],
 ) -> list[str]:
-    """Candidates below their cap (default the last level) whose next level ``left`` pays for."""
+    """Candidates below their level cap whose next level the budget ``left`` still pays for."""
     chosen = []
     for name in candidates:
         current = level_of[name]
-        cap = len(levels) - 1 if cap_of is None else cap_of[name]
-        if current + 1 > cap:
+        if current + 1 > cap_of[name]:
             continue
         cost = levels[current + 1] - levels[current]
         if cost <= left:
@@ -236,7 +235,9 @@ def _merge(
             failures[name] = result.failures.get(name, "no estimate returned")
 
 
-def _stop_reason(needy: Sequence[str], level_of: Mapping[str, int], cap_of) -> str:
+def _stop_reason(
+    needy: Sequence[str], level_of: Mapping[str, int], cap_of: Mapping[str, int]
+) -> str:
     if not needy:
         return "every rank interval meets its tier's resolution"
     if all(level_of[m] >= cap_of[m] for m in needy):
