@@ -11,14 +11,16 @@ from tqdm.auto import tqdm
 
 from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
+from .crossfit import selection_cross_fit
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
 from .irt import fit_with_constant_items
 from .irt.params import ItemParams
 from .personfit import build_spec
 from .responses import ResponseMatrix
-from .selection import make_selector
+from .selection import make_selector, select_with_audit
 
+GUARDED = "guarded"
 CONSTANT_ITEM_LOGIT = 6.0
 """Intercept given to items every source model scored alike (P = 0.998 or 0.002)."""
 
@@ -54,6 +56,7 @@ def build_bundle(
     license: str | None = None,
     chance: float | Mapping[ItemId, float] | None = None,
     choice: Mapping[str, Any] | None = None,
+    audit: int = 0,
 ) -> Bundle:
     """Select ``budget`` items with ``method`` and fit every estimator on ``source``.
 
@@ -62,17 +65,32 @@ def build_bundle(
     ``chance`` (a level for every item, per item id, or None: the weakest source models' item
     rates) sets the bundle's person-fit check (:func:`.personfit.build_spec`).
     ``choice`` (the record of ``--method auto``, :meth:`.auto.RecipeChoice.as_record`) is kept
-    in the reliability summary under ``"auto"``. ``default_estimator`` None takes the fitted
-    estimator with the lowest cross-validated MAE (:func:`lowest_cv_error`); a name is kept.
+    in the reliability summary under ``"auto"``. ``default_estimator`` None takes ``guarded``
+    when it is fitted (the estimate that stays right for models outside the sources), else
+    the fitted estimator with the lowest cross-validated MAE (:func:`lowest_cv_error`); a
+    name is kept. With a supervised selection (``greedy``) every estimator's interval is
+    calibrated on out-of-fold estimates whose folds re-selected the items
+    (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
+    sample of the items the method left out (:func:`.selection.select_with_audit`).
     """
     names = list(estimators) if estimators else list(ESTIMATORS)
     if default_estimator is not None and default_estimator not in names:
         raise InputError(f"default estimator {default_estimator!r} is not among {names}")
-    subset = make_selector(method).select(source, budget, seed=seed, target=target)
+    selector = make_selector(method)
+    subset = select_with_audit(selector, source, budget, audit, seed=seed, target=target)
     irt = fit_source_irt(source, model=irt_model, seed=seed)
+    cross_fits = (
+        selection_cross_fit(
+            source, target, method, budget, names, seed=seed, irt=irt, n_audit=audit
+        )
+        if selector.uses_target
+        else {}
+    )
     fitted = []
     for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
-        estimator = make_estimator(estimator_name).fit(source, subset, target, irt=irt)
+        estimator = make_estimator(estimator_name).fit(
+            source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
+        )
         fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
     cv_mae = {est.name: float(est.cv_mae_) for est in fitted}
     reliability = {
@@ -89,7 +107,7 @@ def build_bundle(
         source=source,
         irt=irt,
         estimators=[EstimatorSpec(est.name, est.state_dict()) for est in fitted],
-        default_estimator=default_estimator or lowest_cv_error(cv_mae),
+        default_estimator=default_estimator or default_for(cv_mae),
         metric=metric or MetricSpec(name="acc"),
         dataset=dataset,
         reliability=reliability,
@@ -102,6 +120,11 @@ def build_bundle(
             chance,
         ),
     )
+
+
+def default_for(cv_mae: Mapping[str, float]) -> str:
+    """``guarded`` when fitted, else :func:`lowest_cv_error`."""
+    return GUARDED if GUARDED in cv_mae else lowest_cv_error(cv_mae)
 
 
 def lowest_cv_error(cv_mae: Mapping[str, float]) -> str:

@@ -192,12 +192,18 @@ def chance_vector(chance: float | Sequence[float] | np.ndarray, n_items: int) ->
 
 def population_floor(values: np.ndarray, truth: np.ndarray, share: float = 0.05) -> np.ndarray:
     """Per-item success rate of the weakest ``share`` of a population (for items without
-    choices, e.g. gsm8k: the lowest plausible level of a model that cannot do the task)."""
+    choices, e.g. gsm8k: the lowest plausible level of a model that cannot do the task).
+
+    The rate is smoothed, ``(right + 0.5) / (answered + 1)``, so it lies strictly inside
+    (0, 1): an item every weak model got right (a few of them, on an easy item) is not a
+    certain success for a guesser, and a chance level of 1 would make guessing and a perfect
+    model the same thing (and was refused, stopping the build).
+    """
     values = np.asarray(values, dtype=np.float64)
     count = max(1, round(share * values.shape[0]))
-    weakest = np.argsort(np.asarray(truth), kind="stable")[:count]
-    rate = np.nanmean(values[weakest], axis=0)
-    return np.where(np.isfinite(rate), rate, 0.0)
+    weakest = values[np.argsort(np.asarray(truth), kind="stable")[:count]]
+    answered = (~np.isnan(weakest)).sum(axis=0)
+    return (np.nansum(weakest, axis=0) + 0.5) / (answered + 1.0)
 
 
 def _marginal_loglik(

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from lmeval_microbench.auto import FLOOR, Candidate, choose_recipe
+from lmeval_microbench.auto import FALLBACK, FLOOR, Candidate, choose_recipe
 from lmeval_microbench.auto._cv import Outcome
 from lmeval_microbench.auto._rule import candidate_rows, pick
 from lmeval_microbench.auto.choice import BudgetChoice, _pick_budget, default_candidates
@@ -66,6 +66,8 @@ def test_choice_records_every_candidate_and_the_protocol(irt_matrix):
 
 
 def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(exchangeable):
+    # random folds only: with every item alike no method can do better on models like the
+    # sources (under extrapolation every calibrated mean is biased, by amounts that differ)
     choice = choose_recipe(
         exchangeable,
         exchangeable.mean_scores(),
@@ -75,6 +77,7 @@ def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(excha
         inner_repeats=6,
         outer_repeats=0,
         progress=False,
+        extrapolation=False,
     )
     assert (choice.method, choice.estimator) == (FLOOR.method, FLOOR.estimator)
     assert choice.protocol["outer"] is None
@@ -85,6 +88,7 @@ def _row(method, estimator, mae, diff, diff_se):
         "method": method,
         "estimator": estimator,
         "cv_mae": mae,
+        "score": mae,
         "diff_vs_floor": diff,
         "diff_se": diff_se,
     }
@@ -143,10 +147,21 @@ def test_default_candidates_drop_stratified_without_strata(irt_matrix):
     assert named == [Candidate("stratified", "mean")]
 
 
-def test_too_few_models_is_a_clear_error(irt_matrix):
+def test_too_few_models_to_choose_fall_back_to_a_recipe_that_needs_no_choice(irt_matrix):
+    # 15 models whose truth is not the matrix mean: folds would leave fewer than the 20
+    # sources a calibration line needs, so nothing is cross-validated
     small = irt_matrix.select_models(irt_matrix.model_ids[:15])
-    with pytest.raises(InputError, match="at least 21 models"):
-        choose_recipe(small, small.mean_scores() * 0.5 + 0.1, budgets=[5], progress=False)
+    choice = choose_recipe(small, small.mean_scores() * 0.5 + 0.1, budgets=[5], progress=False)
+    assert (choice.method, choice.estimator) == (FALLBACK.method, FALLBACK.estimator)
+    assert "too few to cross-validate" in choice.notes[0]
+    record = json.loads(json.dumps(choice.as_record(), allow_nan=False))
+    assert record["chosen"]["cv_mae"] is None and record["candidates"] == []
+
+
+def test_fewer_models_than_any_estimator_needs_is_a_clear_error(irt_matrix):
+    tiny = irt_matrix.select_models(irt_matrix.model_ids[:9])
+    with pytest.raises(InputError, match="9 models have responses and scores; a bundle needs"):
+        choose_recipe(tiny, tiny.mean_scores(), budgets=[5], progress=False)
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -170,6 +185,8 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
         "toy",
         "--estimators",
         "mean,kridge",
+        "--nested-folds",
+        "2",
         "--out",
         str(out),
     ]
@@ -181,7 +198,7 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
     assert {c["estimator"] for c in record["candidates"]} == {"mean", "kridge"}
     assert record["protocol"]["models_used"] == 30
     err = capsys.readouterr().err
-    assert "| candidate | CV MAE |" in err and "nested CV" in err
+    assert "| candidate | score | random folds | extrapolation |" in err and "nested CV" in err
 
 
 @pytest.mark.parametrize(

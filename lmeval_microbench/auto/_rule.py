@@ -1,14 +1,18 @@
-"""The choice rule: the lowest cross-validated MAE, kept only when it clearly beats the floor.
+"""The choice rule: the lowest cross-validated score, kept only when it clearly beats the floor.
 
-Errors of all candidates come from the same splits and the same target models, so a
-candidate is compared with the floor (random items + plain mean) split by split: the paired
-difference of their per-split MAE has a standard error that is much smaller than either MAE's
-own. The lowest-MAE candidate is chosen only when its MAE is lower than the floor's by more
-than ``z`` such standard errors; ties and near-ties go to the floor, whose behaviour on new
-models is the best understood. ``z`` is the one-standard-error rule corrected for the number
-``k`` of candidates that compete with the floor: the lowest of ``k`` noisy MAEs is biased low
-(the winner's curse), so ``z`` is the normal quantile that one standard error is for a single
-comparison (one-sided 84 %), Bonferroni-split over ``k``: 1.0 for one candidate, 2.4 for 20.
+A candidate's *score* is the mean of its MAE on the random folds (models like the sources)
+and on the extrapolation folds (the strongest sources estimated from weaker ones): a user
+cannot tell which case their model is, so the recipe must do well in both. Errors of all
+candidates come from the same splits and the same target models, so a candidate is compared
+with the floor (random items + plain mean) split by split: the paired difference of their
+per-split MAE, averaged like the score, has a standard error that is much smaller than either
+score's own. The lowest-score candidate is chosen only when its score is lower than the
+floor's by more than ``z`` such standard errors; ties and near-ties go to the floor, whose
+behaviour on new models is the best understood. ``z`` is the one-standard-error rule
+corrected for the number ``k`` of candidates that compete with the floor: the lowest of
+``k`` noisy scores is biased low (the winner's curse), so ``z`` is the normal quantile that
+one standard error is for a single comparison (one-sided 84 %), Bonferroni-split over ``k``:
+1.0 for one candidate, 2.4 for 20.
 On leaderboard sub-populations of 15-50 models plain one-SE let through winners that lost to
 random + mean on held-out models (bench/auto.md).
 """
@@ -22,12 +26,13 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from ._cv import Candidate, Outcome, Table
+from ._cv import EXTRAPOLATION, KINDS, RANDOM, Candidate, Outcome, Table
 
 RULE = (
-    "lowest inner-CV MAE; kept only when it is below the floor's by more than z standard "
-    "errors of their paired per-split MAE difference (z: one-sided 84 % normal quantile, "
-    "Bonferroni over the k candidates beside the floor), else the floor"
+    "lowest inner-CV score (mean of the random-fold and extrapolation-fold MAE); kept only "
+    "when it is below the floor's by more than z standard errors of their paired per-split "
+    "difference (z: one-sided 84 % normal quantile, Bonferroni over the k candidates beside "
+    "the floor), else the floor"
 )
 ONE_SE_TAIL = 1.0 - norm.cdf(1.0)
 
@@ -41,50 +46,95 @@ def _se(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.nan
 
 
+def paired_difference(outcome: Outcome, floor: Outcome) -> tuple[float, float]:
+    """Score difference to the floor and its standard error.
+
+    The difference is weighted like the score: the mean of the per-split MAE differences of
+    each kind of split, averaged over the kinds. Each kind's standard error comes from the
+    spread of its per-split differences: for random folds their variance, for extrapolation
+    splits the variance between the repeats of the same fold (pooled over folds; the folds
+    differ on purpose, one scoring models farther beyond its training models than the other).
+    A kind whose spread cannot be measured borrows the other's.
+    """
+    kinds = [k for k in KINDS if k in outcome.kinds]
+    parts = {}
+    for kind in kinds:
+        diffs = outcome.split_mae(kind) - floor.split_mae(kind)
+        groups = outcome.split_groups(kind) if kind == EXTRAPOLATION else np.zeros(diffs.size)
+        parts[kind] = (float(np.mean(diffs)), _pooled_variance(diffs, groups), diffs.size)
+    measured = [v for _, v, _ in parts.values() if math.isfinite(v)]
+    fallback = measured[0] if measured else 0.0
+    weight = 1.0 / len(kinds)
+    mean = sum(weight * m for m, _, _ in parts.values())
+    variance = sum(
+        weight**2 * (v if math.isfinite(v) else fallback) / n for _, v, n in parts.values()
+    )
+    return mean, math.sqrt(variance)
+
+
+def _pooled_variance(values: np.ndarray, groups: np.ndarray) -> float:
+    """Variance of ``values`` within groups, pooled (NaN when no group has two values)."""
+    squares, dof = 0.0, 0
+    for group in np.unique(groups):
+        member = values[groups == group]
+        if member.size > 1:
+            squares += float(np.sum((member - member.mean()) ** 2))
+            dof += member.size - 1
+    return squares / dof if dof else math.nan
+
+
 def candidate_row(candidate: Candidate, budget: int, outcome: Outcome, floor: Outcome) -> dict:
-    """One candidate's measured error at one budget, in score points, beside the floor's."""
+    """One candidate's measured errors at one budget, in score points, beside the floor's."""
     row: dict[str, Any] = {
         "method": candidate.method,
         "estimator": candidate.estimator,
         "budget": budget,
         "cv_mae": None,
         "cv_mae_se": None,
+        "extrapolation_mae": None,
+        "score": None,
         "diff_vs_floor": None,
         "diff_se": None,
         "coverage90": None,
+        "extrapolation_coverage90": None,
         "splits": len(outcome.errors),
         "status": "ok" if outcome.ok else f"failed: {outcome.failure or 'no split'}",
     }
     if not outcome.ok:
         return row
-    mae = outcome.split_mae()
-    row.update(cv_mae=outcome.mae(), cv_mae_se=_se(mae), coverage90=outcome.coverage())
-    if floor.ok and len(floor.errors) == len(outcome.errors):
-        diff = mae - floor.split_mae()
-        row.update(diff_vs_floor=float(np.mean(diff)), diff_se=_se(diff))
+    row.update(
+        cv_mae=outcome.mae(RANDOM),
+        cv_mae_se=_se(outcome.split_mae(RANDOM)),
+        extrapolation_mae=outcome.mae(EXTRAPOLATION),
+        score=outcome.score(),
+        coverage90=outcome.coverage(RANDOM),
+        extrapolation_coverage90=outcome.coverage(EXTRAPOLATION),
+    )
+    if floor.ok and floor.kinds == outcome.kinds:
+        row["diff_vs_floor"], row["diff_se"] = paired_difference(outcome, floor)
     return row
 
 
 def candidate_rows(
     table: Table, candidates: Sequence[Candidate], budget: int, floor: Candidate
 ) -> list[dict]:
-    """Rows of every candidate at ``budget``, sorted by CV MAE (failed ones last)."""
+    """Rows of every candidate at ``budget``, sorted by score (failed ones last)."""
     floor_outcome = table.get((floor, budget), Outcome())
     rows = [
         candidate_row(c, budget, table.get((c, budget), Outcome()), floor_outcome)
         for c in candidates
     ]
-    return sorted(rows, key=lambda r: (r["cv_mae"] is None, r["cv_mae"] or 0.0))
+    return sorted(rows, key=lambda r: (r["score"] is None, r["score"] or 0.0))
 
 
 def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
     """The candidate the rule keeps among ``rows``; None when the floor itself failed."""
     by_key = {Candidate(r["method"], r["estimator"]): r for r in rows}
     floor_row = by_key.get(floor)
-    if floor_row is None or floor_row["cv_mae"] is None:
+    if floor_row is None or floor_row["score"] is None:
         return None
-    scored = [r for r in rows if r["cv_mae"] is not None and r["diff_vs_floor"] is not None]
-    best = min(scored, key=lambda r: r["cv_mae"])
+    scored = [r for r in rows if r["score"] is not None and r["diff_vs_floor"] is not None]
+    best = min(scored, key=lambda r: r["score"])
     se = best["diff_se"] if best["diff_se"] is not None and np.isfinite(best["diff_se"]) else 0.0
     if best["diff_vs_floor"] < -margin_z(len(scored) - 1) * se:
         return Candidate(best["method"], best["estimator"])

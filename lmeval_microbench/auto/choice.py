@@ -4,12 +4,16 @@ Defaults of the package were tuned on thousands of leaderboard models; on a matr
 dozen models they can lose to random items read with their plain mean (greedy selection did,
 by 3 points, on 22 models). So the recipe is chosen on the user's own source models:
 
-* *inner* cross-validation over the source models measures every candidate's held-out MAE and
-  the rule of :mod:`._rule` picks one, never one that does not clearly beat the floor
-  (random items + plain mean, or the user's fixed method/estimator with the other left plain);
-* *outer* cross-validation repeats that whole choice on part of the models and scores the
-  chosen recipe on the rest, so the error it reports is that of "choose, then fit", not the
-  optimistic inner MAE of the winner. It is reported beside the floor's outer MAE.
+* *inner* cross-validation over the source models measures every candidate's held-out MAE,
+  on random folds (models like the sources) and on extrapolation folds (the strongest
+  sources estimated from weaker ones), and the rule of :mod:`._rule` picks the one with the
+  lowest mean of the two, never one that does not clearly beat the floor (random items +
+  plain mean, or the user's fixed method/estimator with the other left plain); every fold
+  selects its own items, so the errors are those of "select, then fit";
+* *outer* cross-validation (``outer_repeats`` folds, off by default for speed) repeats that
+  whole choice on part of the models and scores the chosen recipe on the rest, so the error
+  it reports is that of "choose, then fit", not the optimistic inner MAE of the winner. It
+  is reported beside the floor's outer MAE.
 
 Matrices of thousands of models are subsampled for the choice (it is about the recipe, not
 the fit), and IRT candidates are left out of the default list on very wide matrices, where
@@ -38,7 +42,6 @@ from ..reliability import (
     check_budgets,
     complete_models,
     needs_irt,
-    select_items,
 )
 from ..responses import ResponseMatrix
 from ..selection import make_selector
@@ -51,6 +54,7 @@ from ._cv import (
     estimate_split,
     evaluate,
     make_splits,
+    select_split,
 )
 from ._cv import split_scheme as _split_scheme
 from ._cv import units as _units
@@ -58,8 +62,11 @@ from ._rule import RULE, candidate_rows, pick
 
 AUTO = "auto"
 FLOOR = Candidate("random", "mean")
+FALLBACK = Candidate("random", "guarded")
+"""The recipe of a matrix too small to choose on: random items need no choice, and the
+guarded estimator stays right for models outside the few sources."""
 DEFAULT_METHODS = ("random", "stratified", "anchor_points", "dpp", "greedy", "tinybenchmarks")
-DEFAULT_ESTIMATORS = ("mean", "irt", "kridge", "calibrated")
+DEFAULT_ESTIMATORS = ("mean", "kridge", "guarded")
 IRT_METHODS = frozenset({"tinybenchmarks", "metabench"})
 """Selectors that fit their own IRT model on every call."""
 BUDGET_GRID = (10, 25, 50, 100, 200, 400)
@@ -67,9 +74,9 @@ MAX_MODELS = 300
 """Models the choice runs on at most (a seeded random subsample above)."""
 WIDE_ITEMS = 3000
 """Above this many items IRT candidates leave the default list (seconds per IRT fit)."""
-INNER_REPEATS = 10
-OUTER_REPEATS = 3
-TARGET_SHARE = 0.2
+INNER_REPEATS = 5
+"""Random folds of the choice (each model a target once)."""
+OUTER_REPEATS = 0
 
 
 @dataclass
@@ -83,10 +90,15 @@ class BudgetChoice:
 
     @property
     def cv_mae(self) -> float:
+        """The chosen candidate's score (mean of its random-fold and extrapolation MAE);
+        NaN when nothing was measured (too few models to cross-validate)."""
         return next(
-            r["cv_mae"]
-            for r in self.rows
-            if (r["method"], r["estimator"]) == (self.chosen.method, self.chosen.estimator)
+            (
+                r["score"]
+                for r in self.rows
+                if (r["method"], r["estimator"]) == (self.chosen.method, self.chosen.estimator)
+            ),
+            math.nan,
         )
 
 
@@ -134,18 +146,21 @@ class RecipeChoice:
 
     def table_lines(self) -> list[str]:
         """A small markdown table of the candidates at the chosen budget."""
+        if not self.chosen.rows:
+            return [f"auto: {self.method} + {self.estimator}, {self.budget} items", *self.notes]
         lines = [
             f"auto: {self.method} + {self.estimator}, {self.budget} items "
             f"(inner CV over {self.protocol['models_used']} models; MAE in points)",
-            "| candidate | CV MAE | SE | vs floor | chosen |",
-            "|---|---:|---:|---:|:---:|",
+            "| candidate | score | random folds | extrapolation | vs floor | chosen |",
+            "|---|---:|---:|---:|---:|:---:|",
         ]
         for row in self.chosen.rows:
             label = f"{row['method']}+{row['estimator']}"
             mark = "*" if Candidate(row["method"], row["estimator"]) == self.chosen.chosen else ""
-            cells = [_num(row[k]) for k in ("cv_mae", "cv_mae_se", "diff_vs_floor")]
-            if row["cv_mae"] is None:
-                cells = ["failed", "", ""]
+            keys = ("score", "cv_mae", "extrapolation_mae", "diff_vs_floor")
+            cells = [_num(row[k]) for k in keys]
+            if row["score"] is None:
+                cells = ["failed", "", "", ""]
             lines.append(f"| {label} | {' | '.join(cells)} | {mark} |")
         nested = self.chosen.nested
         if nested and nested.get("auto_mae") is not None:
@@ -241,12 +256,19 @@ class _Run:
     inner_repeats: int
     irt_cache: IRTCache
     bar: Any = None
+    n_audit: int = 0
+    extrapolation: bool = True
 
     def inner(self, n_models: int) -> SplitScheme | None:
-        return _split_scheme(n_models, self.required, self.inner_repeats, TARGET_SHARE)
+        return _split_scheme(n_models, self.required, self.inner_repeats, self.extrapolation)
+
+    def splits(
+        self, matrix: ResponseMatrix, truth: np.ndarray, scheme: SplitScheme, seed: int, stage: str
+    ) -> list[Split]:
+        return make_splits(matrix, truth, scheme, seed, stage, self.required)
 
     def evaluate(self, splits: Sequence[Split]) -> Table:
-        return evaluate(splits, self.candidates, self.grid, self.irt_cache, self.bar)
+        return evaluate(splits, self.candidates, self.grid, self.irt_cache, self.bar, self.n_audit)
 
     def units(self, n_splits: int) -> int:
         return _units(n_splits, self.candidates, self.grid)
@@ -267,6 +289,8 @@ def choose_recipe(
     outer_repeats: int = OUTER_REPEATS,
     max_models: int = MAX_MODELS,
     progress: bool = True,
+    audit: int = 0,
+    extrapolation: bool = True,
 ) -> RecipeChoice:
     """Choose method x estimator (x budget) for ``source`` by nested cross-validation.
 
@@ -282,13 +306,19 @@ def choose_recipe(
         its own choice (``per_budget``).
     target_mae
         In score points: the recipe takes the smallest budget whose chosen candidate's
-        inner-CV MAE is at most this; the largest budget (with a note) when none is, or when
-        no target is given.
+        inner-CV score is at most this; the largest budget (with a note) when none is, or
+        when no target is given.
     inner_repeats, outer_repeats
-        Random splits of the choice and of the nested estimate (0 outer: none); matrices too
-        small for ``share`` targets per split get leave-one-model-out cycles.
+        Random folds of the choice and of the nested estimate (0 outer: none); matrices too
+        small for such folds get leave-one-model-out cycles. Extrapolation folds are added
+        to the inner folds wherever the matrix leaves enough training models.
     max_models
         Models the choice runs on (a seeded random subsample of larger matrices).
+    audit
+        Items of every budget drawn as an audit sample (:func:`.selection.select_with_audit`).
+    extrapolation
+        Whether the score includes the extrapolation folds (False: random folds only, the
+        error on models like the sources and nothing else).
     """
     check_target_mae(target_mae)
     candidates, notes = default_candidates(methods, estimators, source)
@@ -299,11 +329,18 @@ def choose_recipe(
     check_budgets(grid, source.n_items, source.source)
     matrix, truth = _choice_models(source, np.asarray(target, dtype=np.float64), max_models, seed)
     run = _Run(
-        candidates, grid, floor, required_sources(matrix, truth), inner_repeats, IRTCache(irt_model)
+        candidates,
+        grid,
+        floor,
+        required_sources(matrix, truth),
+        inner_repeats,
+        IRTCache(irt_model),
+        n_audit=audit,
+        extrapolation=extrapolation,
     )
     inner = run.inner(matrix.n_models)
     if inner is None:
-        raise InputError(_too_few(matrix.n_models, run.required))
+        return _fallback(source, matrix, grid, floor, seed, notes, target_mae)
     outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
     with tqdm(
         total=run.units(_n_splits(run, inner, outer)),
@@ -313,7 +350,7 @@ def choose_recipe(
     ) as run.bar:
         run.bar.set_postfix_str("choice")
         per_budget = _choose_per_budget(
-            run.evaluate(make_splits(matrix, truth, inner, seed, "choice")), run
+            run.evaluate(run.splits(matrix, truth, inner, seed, "choice")), run
         )
         if outer is not None:
             run.bar.set_postfix_str("nested")
@@ -330,6 +367,7 @@ def choose_recipe(
         "budgets": list(grid),
         "seed": seed,
         "irt_model": irt_model,
+        "audit_items": audit,
         "irt_fits": run.irt_cache.fits,
         "irt_unconverged": run.irt_cache.unconverged,
         "left_out": notes,
@@ -343,21 +381,55 @@ def choose_recipe(
 def _n_splits(run: _Run, inner: SplitScheme, outer: SplitScheme | None) -> int:
     """Splits evaluated in all: the choice's, plus each outer split's inner ones and itself."""
     if outer is None:
-        return inner.splits
+        return inner.total
     nested_inner = run.inner(outer.sources)
-    return inner.splits + outer.splits * ((nested_inner.splits if nested_inner else 0) + 1)
+    return inner.total + outer.splits * ((nested_inner.total if nested_inner else 0) + 1)
 
 
-def _too_few(n_models: int, required: int) -> str:
-    why = (
-        "the truth is the mean over the matrix items"
-        if required == MIN_SOURCE_MODELS
-        else "the truth is not the mean over the matrix items, so each fit needs a calibration line"
+def _fallback(
+    source: ResponseMatrix,
+    matrix: ResponseMatrix,
+    grid: tuple[int, ...],
+    floor: Candidate,
+    seed: int,
+    notes: list[str],
+    target_mae: float | None,
+) -> RecipeChoice:
+    """:data:`FALLBACK` where there are too few models to cross-validate a choice.
+
+    Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
+    """
+    if matrix.n_models < MIN_SOURCE_MODELS:
+        raise InputError(
+            f"{source.source}: {matrix.n_models} models have responses and scores; a bundle "
+            f"needs at least {MIN_SOURCE_MODELS} source models"
+        )
+    chosen = FALLBACK if floor == FLOOR else floor
+    note = (
+        f"{matrix.n_models} models are too few to cross-validate a choice (each fold would "
+        f"leave fewer source models than an estimator needs): {chosen.label}, the recipe "
+        "that needs none, without a measured error"
     )
-    return (
-        f"auto needs at least {required + 1} models with responses and scores ({why}: every "
-        f"cross-validation fit needs {required} source models); the matrix has {n_models}. "
-        "Name --method and --budget instead"
+    per_budget = {b: BudgetChoice(b, chosen, []) for b in grid}
+    protocol = {
+        "models_total": int(source.n_models),
+        "models_used": int(matrix.n_models),
+        "subsampled": False,
+        "inner": None,
+        "outer": None,
+        "budgets": list(grid),
+        "seed": seed,
+        "left_out": notes,
+    }
+    return RecipeChoice(
+        chosen.method,
+        chosen.estimator,
+        grid[-1],
+        floor,
+        per_budget,
+        protocol,
+        target_mae,
+        [note],
     )
 
 
@@ -378,7 +450,7 @@ def _outer_scheme(
     """Outer splits that leave every inner split enough sources, or None and why."""
     if outer_repeats < 1:
         return None, None
-    outer = _split_scheme(n_models, run.required + 1, outer_repeats, TARGET_SHARE)
+    outer = _split_scheme(n_models, run.required + 1, outer_repeats, extrapolation=False)
     if outer is None:
         return None, (
             f"no nested estimate: {n_models} models leave too few for an inner "
@@ -408,8 +480,8 @@ def _candidate(row: dict) -> Candidate:
 
 
 def _pick_budget(per_budget: dict[int, BudgetChoice], target_mae: float | None) -> tuple[int, str]:
-    """The smallest budget whose chosen recipe reaches ``target_mae``; else (or without one)
-    the largest."""
+    """The smallest budget whose chosen recipe's score reaches ``target_mae``; else (or
+    without one) the largest."""
     grid = sorted(per_budget)
     if target_mae is None:
         return grid[-1], ""
@@ -438,19 +510,19 @@ def _nested(
     picks: dict[int, Counter[str]] = {b: Counter() for b in run.grid}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for k, split in enumerate(make_splits(matrix, truth, outer, seed + 1, "outer")):
+        for k, split in enumerate(run.splits(matrix, truth, outer, seed + 1, "outer")):
             inner = run.inner(split.source.n_models)
             assert inner is not None  # _outer_scheme left room for it
             stage = f"outer{k}"
             table = run.evaluate(
-                make_splits(split.source, split.source_truth, inner, split.selection_seed, stage)
+                run.splits(split.source, split.source_truth, inner, split.selection_seed, stage)
             )
             for budget in run.grid:
                 chosen = pick(candidate_rows(table, run.candidates, budget, run.floor), run.floor)
                 chosen = chosen or run.floor
                 picks[budget][chosen.label] += 1
-                _score(split, chosen, budget, auto[budget], run.irt_cache)
-                _score(split, run.floor, budget, base[budget], run.irt_cache)
+                _score(split, chosen, budget, auto[budget], run)
+                _score(split, run.floor, budget, base[budget], run)
             run.bar.update(run.units(1))
     for budget in run.grid:
         per_budget[budget].nested = {
@@ -464,15 +536,13 @@ def _nested(
         }
 
 
-def _score(
-    split: Split, candidate: Candidate, budget: int, outcome: Outcome, irt_cache: IRTCache
-) -> None:
+def _score(split: Split, candidate: Candidate, budget: int, outcome: Outcome, run: _Run) -> None:
     """Fit ``candidate`` on the outer split's sources and add its target errors."""
     if outcome.failure is not None:
         return
-    irt = irt_cache.get(split) if needs_irt(candidate.estimator) else None
+    irt = run.irt_cache.get(split) if needs_irt(candidate.estimator) else None
     try:
-        subset = select_items(make_selector(candidate.method), split, budget)
+        subset = select_split(candidate.method, split, budget, run.n_audit)
         outcome.add(split.target_truth, *estimate_split(split, subset, candidate.estimator, irt))
     except FAILURES as exc:
         outcome.failure = f"{candidate.label}: {exc}"

@@ -48,7 +48,17 @@ IRT_MODELS = ("1pl", "2pl", "3pl", "4pl")
 METHODS = ("anchor_points", "dpp", "greedy", "metabench", "random", "stratified", "tinybenchmarks")
 """``selection.SELECTORS`` by name (a test keeps the two equal)."""
 
-ESTIMATORS = ("anchor", "calibrated", "gpirt", "irt", "kridge", "mean", "pirt", "ridge")
+ESTIMATORS = (
+    "anchor",
+    "calibrated",
+    "gpirt",
+    "guarded",
+    "irt",
+    "kridge",
+    "mean",
+    "pirt",
+    "ridge",
+)
 """``estimators.ESTIMATORS`` by name (a test keeps the two equal)."""
 
 AUTO = "auto"

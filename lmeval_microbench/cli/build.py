@@ -94,6 +94,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the largest",
     )
     parser.add_argument(
+        "--nested-folds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with auto: repeat the whole choice in K outer folds and report the error of "
+        "'choose, then fit' beside the floor's (default 0: off; it multiplies the time by "
+        "about K + 1)",
+    )
+    parser.add_argument(
+        "--audit",
+        type=_audit,
+        default=0,
+        metavar="N",
+        help="items of the budget drawn at random from the items the method left out (an "
+        "audit sample: the guarded estimator's 'audit' reading corrects its prediction with "
+        "the model's answers on them, without assumptions about the model; default 0; at "
+        "least 2 when used)",
+    )
+    parser.add_argument(
         "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
     )
     parser.add_argument(
@@ -209,6 +228,20 @@ def _budget(text: str) -> int | str:
     return "auto" if text == "auto" else positive_int(text)
 
 
+def _audit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of items, got {text!r}"
+        ) from None
+    if value == 1 or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"an audit needs at least 2 items (or 0 for none), got {value}"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class _Recipe:
     """What the bundle is built with: named by the user or chosen by ``auto``."""
@@ -253,6 +286,8 @@ def _resolve_recipe(
         floor=Candidate(FLOOR.method if method == AUTO else method, fixed or FLOOR.estimator),
         seed=args.seed,
         irt_model=args.irt_model,
+        audit=args.audit,
+        outer_repeats=args.nested_folds,
     )
     print("\n".join(choice.table_lines()), file=sys.stderr)
     if estimators is not None and choice.estimator not in estimators:
@@ -288,6 +323,7 @@ def _build(
         license=args.license,
         chance=args.chance,
         choice=recipe.record,
+        audit=args.audit,
     )
 
 

@@ -9,6 +9,7 @@ from ..errors import InputError
 from .anchor import AnchorEstimator
 from .base import ScoreEstimator
 from .calibrated import CalibratedEstimator
+from .guarded import GuardedEstimator
 from .irt import GPIRTEstimator, IRTEstimator, PIRTEstimator
 from .mean import MeanEstimator
 from .ridge import KernelRidgeEstimator, RidgeEstimator
@@ -24,6 +25,7 @@ ESTIMATORS: dict[str, type[ScoreEstimator]] = {
         CalibratedEstimator,
         RidgeEstimator,
         KernelRidgeEstimator,
+        GuardedEstimator,
     )
 }
 """Estimator classes by their ``name``."""
@@ -54,6 +56,7 @@ __all__ = [
     "AnchorEstimator",
     "CalibratedEstimator",
     "GPIRTEstimator",
+    "GuardedEstimator",
     "IRTEstimator",
     "KernelRidgeEstimator",
     "MeanEstimator",

@@ -131,6 +131,9 @@ class ScoreEstimator(ABC):
     """IRT parameters of the subset items for ``allow_missing`` (see :meth:`with_imputation`)."""
     missing_inflation_: dict[str, list[float]] | None = None
     """How much the imputation spread understates its error (:meth:`calibrate_missing`)."""
+    finite_: tuple[int, int] | None = None
+    """``(benchmark items, subset items)`` when the target is the mean over every source item
+    (a whole benchmark), else None: see :meth:`predict_rows`."""
 
     def __init__(
         self,
@@ -230,6 +233,7 @@ class ScoreEstimator(ABC):
         target: np.ndarray,
         *,
         irt: ItemParams | None = None,
+        cross_fit: np.ndarray | None = None,
     ) -> Self:
         """Learn everything from the source models only; returns ``self``.
 
@@ -244,6 +248,13 @@ class ScoreEstimator(ABC):
             ``source.model_ids``.
         irt
             Item parameters covering the source items (IRT estimators fit their own if None).
+        cross_fit
+            Out-of-fold estimates of the source models (aligned with ``source.model_ids``) by
+            a procedure that also re-selected the items in each fold
+            (:func:`lmeval_microbench.crossfit.selection_cross_fit`): the interval and
+            ``cv_mae_`` are then fitted on them instead of this estimator's own cross-fit,
+            which keeps the subset fixed and is optimistic when the subset was chosen
+            for these very models (supervised selection).
         """
         self._validate_params()
         target = self._check_target(source, target)
@@ -264,16 +275,45 @@ class ScoreEstimator(ABC):
             self._drop_calibration(source, usable, target)
         self._fit_features(source, subset, irt)
         features, _ = self._features(values[usable])
-        y = target[usable]
+        self.finite_ = finite_population(source, usable, target, len(self.item_ids_))
+        y = self._rest_target(values[usable], target[usable])
         cv_prediction = self._cross_fit(features, y)
+        if cross_fit is not None:
+            given = _checked_cross_fit(
+                cross_fit, usable, self._full(values[usable], cv_prediction), self.name
+            )
+            cv_prediction = self._rest_target(values[usable], given)
         self.head_: dict[str, Any] = self._fit_head(features, y)
         fitted = np.clip(self._predict_head(self.head_, features), 0.0, 1.0)
         self.band_: ConformalBand = fit_band(
             cv_prediction, y, self.interval, key=tie_key(cv_prediction, fitted)
         )
+        self.oof_: np.ndarray = self._full(values[usable], cv_prediction)
+        """Out-of-fold estimates of the usable source models (full scale; not saved)."""
         self.n_source_: int = int(usable.sum())
-        self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y)))
+        self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y))) * self._rest_share()
         return self
+
+    def _rest_share(self) -> float:
+        """Share of the benchmark an estimate still has to estimate (1 unless finite)."""
+        if self.finite_ is None:
+            return 1.0
+        n_items, k = self.finite_
+        return (n_items - k) / n_items
+
+    def _rest_target(self, values: np.ndarray, full: np.ndarray) -> np.ndarray:
+        """Full scores -> the mean over the items outside the subset (finite case only)."""
+        if self.finite_ is None:
+            return full
+        n_items, k = self.finite_
+        return np.clip((n_items * full - values.sum(axis=1)) / (n_items - k), 0.0, 1.0)
+
+    def _full(self, values: np.ndarray, rest: np.ndarray) -> np.ndarray:
+        """Mean over the items outside the subset -> full score (finite case only)."""
+        if self.finite_ is None:
+            return rest
+        n_items, k = self.finite_
+        return np.clip((values.sum(axis=1) + (n_items - k) * rest) / n_items, 0.0, 1.0)
 
     def _check_target(self, source: ResponseMatrix, target: np.ndarray) -> np.ndarray:
         target = np.asarray(target, dtype=np.float64).reshape(-1)
@@ -352,6 +392,26 @@ class ScoreEstimator(ABC):
         se = self._head_se(self.head_, features, feature_se)
         return value, np.clip(value - half, 0.0, 1.0), np.clip(value + half, 0.0, 1.0), se
 
+    def predict_rows(
+        self, values: np.ndarray, level: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(value, lower, upper, se)`` of complete rows of subset answers.
+
+        On a whole benchmark (``finite_``) the subset answers are part of the score: the
+        estimator predicts only the mean over the other items, and the score is the known
+        part plus that prediction, its interval and se shrunk by the share left to estimate.
+        On a benchmark of 100 items with 50 asked, half the score is then exact.
+        """
+        value, lower, upper, se = self._predict(values, level)
+        if self.finite_ is None:
+            return value, lower, upper, se
+        return (
+            self._full(values, value),
+            self._full(values, lower),
+            self._full(values, upper),
+            se * self._rest_share(),
+        )
+
     def with_imputation(self, params: ItemParams | None) -> Self:
         """Let ``allow_missing`` impute unscored items from ``params`` (the bundle's IRT fit).
 
@@ -397,7 +457,7 @@ class ScoreEstimator(ABC):
         """:meth:`_predict`, with rows that lack scores imputed (see :mod:`.missing`)."""
         params = self._imputation_params()
         if params is None or not np.isnan(values).any():
-            return self._predict(values, level)
+            return self.predict_rows(values, level)
         return predict_with_imputation(self, params, values, level)
 
     def estimate(
@@ -482,6 +542,8 @@ class ScoreEstimator(ABC):
         }
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
+        if self.finite_ is not None:
+            state["finite"] = list(self.finite_)
         json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
         return state
 
@@ -517,11 +579,54 @@ class ScoreEstimator(ABC):
             estimator.n_source_ = int(state["n_source"])
             estimator.cv_mae_ = float(state["cv_mae"])
             estimator.missing_inflation_ = _inflation_state(state.get("missing_inflation"), name)
+            estimator.finite_ = finite_state(state.get("finite"), len(estimator.item_ids_), name)
         except KeyError as exc:
             raise InputError(f"{name}: estimator state lacks field {exc.args[0]!r}") from exc
         except TypeError as exc:  # parameters of another version of the class
             raise InputError(f"{name}: estimator state has unknown parameters ({exc})") from exc
         return estimator
+
+
+def finite_population(
+    source: ResponseMatrix, usable: np.ndarray, target: np.ndarray, n_subset: int
+) -> tuple[int, int] | None:
+    """``(items, subset items)`` when the target is every usable model's mean over all source
+    items (the matrix is the whole benchmark) and the subset leaves items out; else None."""
+    values = source.values[usable]
+    if n_subset >= source.n_items or np.isnan(values).any():
+        return None
+    if not np.allclose(target[usable], values.mean(axis=1), rtol=0.0, atol=1e-9):
+        return None
+    return (int(source.n_items), int(n_subset))
+
+
+def finite_state(value: Any, n_subset: int, name: str) -> tuple[int, int] | None:
+    """The saved ``finite`` pair, checked (absent in bundles of older versions: None)."""
+    if value is None:
+        return None
+    try:
+        n_items, k = (int(v) for v in value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: estimator state has a malformed 'finite' ({value!r})") from exc
+    if k != n_subset or n_items <= k:
+        raise InputError(
+            f"{name}: estimator state 'finite' {value!r} does not fit its {n_subset} items"
+        )
+    return (n_items, k)
+
+
+def _checked_cross_fit(
+    cross_fit: np.ndarray, usable: np.ndarray, own: np.ndarray, name: str
+) -> np.ndarray:
+    """The given out-of-fold estimates of the usable source models; ``own`` (the estimator's
+    own cross-fit) fills the models the given procedure could not estimate (NaN)."""
+    values = np.asarray(cross_fit, dtype=np.float64).reshape(-1)
+    if values.shape != usable.shape:
+        raise InputError(
+            f"{name}: cross_fit has {values.size} estimates for {usable.size} source models"
+        )
+    values = values[usable]
+    return np.clip(np.where(np.isfinite(values), values, own), 0.0, 1.0)
 
 
 def _inflation_state(value: Any, name: str) -> dict[str, list[float]] | None:

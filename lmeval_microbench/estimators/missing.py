@@ -71,7 +71,9 @@ def _imputed_draws(
     """The estimator's ``(value, lower, upper, se)`` on each draw: arrays (m, n_draws)."""
     item_ids = tuple(estimator.item_ids_)
     stacked = np.concatenate([impute_rows(params, item_ids, row, n_draws) for row in values])
-    return [part.reshape(values.shape[0], n_draws) for part in estimator._predict(stacked, level)]
+    return [
+        part.reshape(values.shape[0], n_draws) for part in estimator.predict_rows(stacked, level)
+    ]
 
 
 def predict_with_imputation(
@@ -88,7 +90,7 @@ def predict_with_imputation(
     out = [np.empty(values.shape[0]) for _ in range(4)]
     complete = ~np.isnan(values).any(axis=1)
     if complete.any():
-        for array, part in zip(out, estimator._predict(values[complete], level), strict=True):
+        for array, part in zip(out, estimator.predict_rows(values[complete], level), strict=True):
             array[complete] = part
     partial = np.flatnonzero(~complete)
     per_chunk = max(1, _ROWS_PER_CHUNK // n_draws)
@@ -177,7 +179,7 @@ def fit_inflation(
     if len(complete) < MIN_CALIBRATION_ROWS:
         return {}
     rows = complete[rng.permutation(len(complete))[:CALIBRATION_MODELS]]
-    full = estimator._predict(rows, 0.9)[0]
+    full = estimator.predict_rows(rows, 0.9)[0]
     n_items = rows.shape[1]
     curves: dict[str, list[float]] = {"fractions": list(CALIBRATION_FRACTIONS)}
     for kind in ("first", "random"):

@@ -313,11 +313,12 @@ class RidgeEstimator(ScoreEstimator):
         target: np.ndarray,
         *,
         irt: ItemParams | None = None,
+        cross_fit: np.ndarray | None = None,
     ) -> RidgeEstimator:
         """As :meth:`ScoreEstimator.fit`; the head is fitted once (LOO replaces K-fold refits)."""
         self._pending: tuple[np.ndarray, dict[str, Any], np.ndarray] | None = None
         try:
-            return super().fit(source, subset, target, irt=irt)
+            return super().fit(source, subset, target, irt=irt, cross_fit=cross_fit)
         finally:
             self._pending = None
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import InputError
 from .anchor_points import AnchorPointsSelector
+from .audit import select_with_audit
 from .base import Selector, Subset
 from .dpp import DPPSelector
 from .greedy import GreedySelector
@@ -51,4 +52,5 @@ __all__ = [
     "Subset",
     "TinyBenchmarksSelector",
     "make_selector",
+    "select_with_audit",
 ]

@@ -1,0 +1,98 @@
+"""Out-of-fold estimates of "select, then fit": what an interval must be calibrated on.
+
+An estimator's own cross-fit keeps the subset fixed and refits only its head. When the
+subset was chosen *for* these very source models (``greedy`` picks the items that predict
+their scores best), that is optimistic: held-out models were not held out of the selection.
+On 278 whole-benchmark models (IFEval, MuSR) it left greedy + kridge's 90 % intervals
+covering 0.70 of new models. Here every fold selects its own items from its training models
+and estimates the held-out ones, so each source model gets an estimate from a procedure that
+never saw it; :meth:`ScoreEstimator.fit` then calibrates the interval on those.
+
+The IRT parameters passed to IRT estimators are the ones fitted on all source models (one
+fit instead of one per fold): they describe items, never the full scores.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .estimators import make_estimator
+from .irt.params import ItemParams
+from .responses import ResponseMatrix
+from .selection import make_selector, select_with_audit
+
+CROSS_FIT_FOLDS = 5
+FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+
+
+def fold_labels(n_models: int, n_folds: int, seed: int) -> np.ndarray:
+    labels = np.arange(n_models) % n_folds
+    return labels[np.random.default_rng(seed).permutation(n_models)]
+
+
+def selection_cross_fit(
+    source: ResponseMatrix,
+    target: np.ndarray,
+    method: str,
+    budget: int,
+    estimators: Sequence[str],
+    *,
+    seed: int = 0,
+    irt: ItemParams | None = None,
+    n_folds: int = CROSS_FIT_FOLDS,
+    n_audit: int = 0,
+) -> dict[str, np.ndarray]:
+    """Out-of-fold estimates of every source model by every estimator, items re-selected.
+
+    Returns one array per estimator aligned with ``source.model_ids``; NaN where a fold
+    could not estimate a model (a missing score on the fold's items, a fit that failed on
+    the fold's models): the estimator's own cross-fit fills those.
+    """
+    target = np.asarray(target, dtype=np.float64)
+    n_folds = min(n_folds, source.n_models)
+    labels = fold_labels(source.n_models, n_folds, seed)
+    out = {name: np.full(source.n_models, np.nan) for name in estimators}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fold in range(n_folds):
+            train, test = np.flatnonzero(labels != fold), np.flatnonzero(labels == fold)
+            fold = (train, test)
+            _estimate_fold(source, target, fold, method, budget, n_audit, seed, irt, out)
+    return out
+
+
+def _estimate_fold(
+    source: ResponseMatrix,
+    target: np.ndarray,
+    fold: tuple[np.ndarray, np.ndarray],
+    method: str,
+    budget: int,
+    n_audit: int,
+    seed: int,
+    irt: ItemParams | None,
+    out: dict[str, np.ndarray],
+) -> None:
+    train, test = fold
+    ids = np.asarray(source.model_ids)
+    matrix = source.select_models(ids[train])
+    try:
+        subset = select_with_audit(
+            make_selector(method), matrix, budget, n_audit, seed=seed, target=target[train]
+        )
+    except FOLD_FAILURES:
+        return
+    values = source.values[test][:, source.item_positions(subset.item_ids)]
+    rows = test[~np.isnan(values).any(axis=1)]
+    if rows.size == 0:
+        return
+    held_out = source.select_models(ids[rows])
+    for name in out:
+        try:
+            fitted = make_estimator(name).fit(matrix, subset, target[train], irt=irt)
+            out[name][rows] = fitted.estimate_matrix(held_out)[0]
+        except FOLD_FAILURES:
+            continue

@@ -1,0 +1,273 @@
+"""``guarded``: an inner estimator inside the sources, an outside reading beyond them.
+
+The best estimators for a model like the source models regress on them (``kridge``); for a
+model stronger or weaker than all of them that regression is biased, by 4-11 points on
+whole current benchmarks when the strongest fifth is estimated from the rest (issue 19).
+This estimator keeps the inner estimator where the model is inside the sources and moves to
+an *outside reading* (:mod:`lmeval_microbench.outside.readings`) as far as that reading
+places the model beyond them (:mod:`lmeval_microbench.outside.guard`).
+
+Fitting, on the source models only:
+
+1. the inner estimator (any registered one, ``kridge`` by default), whose out-of-fold
+   estimates give the interval inside the sources; ``cross_fit`` replaces them with
+   estimates of a procedure that also re-selected the items in each fold (the honest ones
+   for a supervised selection such as ``greedy``);
+2. every outside reading the subset allows is fitted and scored on the sources' own
+   extrapolation folds (:mod:`lmeval_microbench.outside.folds`); ``reading="auto"`` keeps the
+   one whose guarded estimate erred least there, and its scaled fold errors size its
+   interval beyond the sources. With too few fold models to choose (fewer than
+   :data:`MIN_CHOICE_TARGETS`), :data:`DEFAULT_READING` is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..irt.params import ItemParams
+from ..outside import READINGS, GuardBand, SourceView, beyond_weight, guarded_interval
+from ..outside.folds import score_readings
+from ..outside.readings import make_reading
+from ..responses import ResponseMatrix
+from ..selection.base import Subset
+from .base import MIN_SOURCE_MODELS, STATE_VERSION, ScoreEstimator
+
+AUTO = "auto"
+DEFAULT_READING = "own"
+MIN_CHOICE_TARGETS = 6
+"""Fold models needed before the folds choose the reading (fewer: the default)."""
+
+
+class GuardedEstimator(ScoreEstimator):
+    """The inner estimator inside the sources, an outside reading beyond them.
+
+    Parameters
+    ----------
+    inner
+        Name of the estimator used inside the sources (any registered one but ``guarded``).
+    reading
+        Outside reading (``own``, ``design``, ``deshrunk``, ``audit``) or ``auto``: the one
+        with the least error on the sources' extrapolation folds.
+
+    ``calibration``, ``interval``, ``n_folds`` and ``random_state`` are passed to the inner
+    estimator.
+    """
+
+    name = "guarded"
+
+    def __init__(
+        self,
+        *,
+        inner: str = "kridge",
+        reading: str = AUTO,
+        calibration: str = "linear",
+        interval: str = "binned",
+        n_folds: int = 5,
+        random_state: int | None = 0,
+    ) -> None:
+        super().__init__(
+            calibration=calibration, interval=interval, n_folds=n_folds, random_state=random_state
+        )
+        self.inner = inner
+        self.reading = reading
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        from . import ESTIMATORS
+
+        if self.inner == self.name or self.inner not in ESTIMATORS:
+            known = sorted(set(ESTIMATORS) - {self.name})
+            raise InputError(f"guarded: inner must be one of {known}, got {self.inner!r}")
+        if self.reading != AUTO and self.reading not in READINGS:
+            raise InputError(
+                f"guarded: reading must be {AUTO!r} or one of {sorted(READINGS)}, "
+                f"got {self.reading!r}"
+            )
+
+    # the base class's two stages do not apply: fit and predict are the inner estimator's
+    def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
+        raise NotImplementedError
+
+    def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _make_inner(self) -> ScoreEstimator:
+        from . import make_estimator
+
+        return make_estimator(
+            self.inner,
+            calibration=self.calibration,
+            interval=self.interval,
+            n_folds=self.n_folds,
+            random_state=self.random_state,
+        )
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        source: ResponseMatrix,
+        subset: Subset,
+        target: np.ndarray,
+        *,
+        irt: ItemParams | None = None,
+        cross_fit: np.ndarray | None = None,
+    ) -> GuardedEstimator:
+        """Fit the inner estimator and choose and fit the outside reading; returns ``self``."""
+        self._validate_params()
+        target = self._check_target(source, target)
+        self.item_ids_ = tuple(subset.item_ids)
+        self.weights_ = np.asarray(subset.weights, dtype=np.float64)
+        inner = self._make_inner().fit(source, subset, target, irt=irt, cross_fit=cross_fit)
+        positions = source.item_positions(subset.item_ids)
+        complete = ~np.isnan(source.values[:, positions]).any(axis=1)
+        if complete.sum() < MIN_SOURCE_MODELS:
+            raise InputError(
+                f"guarded: only {int(complete.sum())} source models of {source.source} have "
+                f"scores on every subset item; at least {MIN_SOURCE_MODELS} are needed"
+            )
+        oof = self._inner_oof(inner, complete)
+        view = SourceView.build(source, subset, target, oof)
+        complete_source = source.select_models(np.asarray(source.model_ids)[complete])
+        scores = score_readings(
+            view,
+            self._candidates(view),
+            self._fold_fitter(complete_source, subset, target[complete], irt),
+        )
+        chosen = self._choose(scores)
+        self.inner_ = inner
+        self.reading_ = make_reading(chosen).fit(view)
+        self.reading_name_ = chosen
+        self.guard_band_ = GuardBand(
+            scores[chosen].residuals() if chosen in scores else np.zeros(0)
+        )
+        self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
+        self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
+        self.band_ = inner.band_
+        self.head_: dict[str, Any] = {}
+        self.n_source_ = inner.n_source_
+        self.cv_mae_ = inner.cv_mae_
+        return self
+
+    @staticmethod
+    def _inner_oof(inner: ScoreEstimator, complete: np.ndarray) -> np.ndarray:
+        """The inner estimator's out-of-fold estimates of the complete source models."""
+        oof = np.asarray(inner.oof_, dtype=np.float64)
+        if oof.size != int(complete.sum()):
+            raise InputError(
+                f"guarded: inner estimator {inner.name!r} estimated {oof.size} source models, "
+                f"{int(complete.sum())} have every subset score"
+            )
+        return oof
+
+    def _candidates(self, view: SourceView) -> list[str]:
+        if self.reading != AUTO:
+            reason = READINGS[self.reading].available(view)
+            if reason is not None:
+                raise InputError(f"guarded: reading {self.reading!r} cannot be used: {reason}")
+            return [self.reading]
+        return [name for name, cls in READINGS.items() if cls.available(view) is None]
+
+    def _fold_fitter(
+        self, source: ResponseMatrix, subset: Subset, target: np.ndarray, irt: ItemParams | None
+    ) -> Any:
+        def fit_fold(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, tuple]:
+            ids = np.asarray(source.model_ids)
+            inner = self._make_inner().fit(
+                source.select_models(ids[train]), subset, target[train], irt=irt
+            )
+            test_matrix = source.select_models(ids[test])
+            return self._inner_oof(inner, np.ones(train.size, bool)), tuple(
+                inner.estimate_matrix(test_matrix)
+            )
+
+        return fit_fold
+
+    def _choose(self, scores: Mapping[str, Any]) -> str:
+        if self.reading != AUTO:
+            return self.reading
+        scored = {n: s for n, s in scores.items() if s.errors}
+        if not scored or min(s.n_targets for s in scored.values()) < MIN_CHOICE_TARGETS:
+            return DEFAULT_READING if DEFAULT_READING in scores else next(iter(scores))
+        return min(scored, key=lambda n: scored[n].mae)
+
+    # ------------------------------------------------------------------ estimate
+    def _predict(
+        self, values: np.ndarray, level: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        inner = self.inner_.predict_rows(values, level)[:3]
+        reading = self.reading_.read(values, inner[0])
+        weight = beyond_weight(*reading, self.top_, self.bottom_)
+        value, lower, upper = guarded_interval(
+            inner, reading, weight, self.guard_band_.quantile(level)
+        )
+        return value, lower, upper, np.full(value.shape, np.nan)
+
+    def outside_weight(self, values: np.ndarray) -> np.ndarray:
+        """How far outside the sources each row's reading places it (0 inside, 1 beyond)."""
+        self._check_fitted()
+        inner = self.inner_.predict_rows(values, 0.9)[0]
+        return beyond_weight(*self.reading_.read(values, inner), self.top_, self.bottom_)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        self._check_fitted()
+        state = {
+            "estimator": self.name,
+            "state_version": STATE_VERSION,
+            "params": self.get_params(),
+            "item_ids": list(self.item_ids_),
+            "weights": self.weights_.tolist(),
+            "inner_state": self.inner_.state_dict(),
+            "reading": {"name": self.reading_name_, "state": self.reading_.state()},
+            "guard_band": self.guard_band_.to_dict(),
+            "fold_mae": self.fold_mae_,
+            "range": [self.bottom_, self.top_],
+            "n_source": self.n_source_,
+            "cv_mae": self.cv_mae_,
+        }
+        if self.missing_inflation_:
+            state["missing_inflation"] = self.missing_inflation_
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> GuardedEstimator:
+        if cls is not GuardedEstimator or state.get("estimator") != cls.name:
+            return super().from_state(state)  # type: ignore[return-value]
+        from .base import _inflation_state
+
+        try:
+            if state["state_version"] != STATE_VERSION:
+                raise InputError(
+                    f"guarded: estimator state version {state['state_version']!r} is not "
+                    f"supported (expected {STATE_VERSION})"
+                )
+            estimator = cls(**state["params"])
+            estimator.item_ids_ = tuple(state["item_ids"])
+            estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+            estimator.inner_ = ScoreEstimator.from_state(state["inner_state"])
+            reading = state["reading"]
+            estimator.reading_name_ = str(reading["name"])
+            if estimator.reading_name_ not in READINGS:
+                raise InputError(f"guarded: unknown reading {estimator.reading_name_!r}")
+            estimator.reading_ = READINGS[estimator.reading_name_].from_state(reading["state"])
+            estimator.guard_band_ = GuardBand.from_dict(state["guard_band"])
+            estimator.fold_mae_ = {str(k): float(v) for k, v in state["fold_mae"].items()}
+            estimator.bottom_, estimator.top_ = (float(v) for v in state["range"])
+            estimator.band_ = estimator.inner_.band_
+            estimator.head_ = {}
+            estimator.n_source_ = int(state["n_source"])
+            estimator.cv_mae_ = float(state["cv_mae"])
+            estimator.missing_inflation_ = _inflation_state(
+                state.get("missing_inflation"), cls.name
+            )
+        except KeyError as exc:
+            raise InputError(f"guarded: estimator state lacks field {exc.args[0]!r}") from exc
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"guarded: malformed estimator state ({exc})") from exc
+        if len(estimator.item_ids_) != len(estimator.inner_.item_ids_):
+            raise InputError("guarded: the inner estimator was fitted on other items")
+        return estimator

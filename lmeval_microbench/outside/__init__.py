@@ -1,0 +1,34 @@
+"""Estimates that stay right for models outside the source population.
+
+Regressions fitted on the source models (``kridge``, ``ridge``, a calibration line) are the
+best estimators for a model *like* the sources, and they are biased for a model stronger
+(or weaker) than all of them: they shrink towards the sources, and items chosen to separate
+the sources say little about a model beyond them. A user cannot tell which case theirs is.
+
+This package holds the pieces of the ``guarded`` estimator
+(:class:`~lmeval_microbench.estimators.guarded.GuardedEstimator`), one role per module:
+
+``readings``  *outside readings*: estimates of a model's score that do not regress it towards
+              the sources (its own level on the source item difficulties, the design-weighted
+              subset mean, the de-shrunk inner estimate, the AIPW audit correction), each with
+              a standard error;
+``guard``     how far a reading places a model beyond the sources, and the estimate and
+              interval that follow from it;
+``folds``     inner extrapolation splits of the source models: which reading to trust and how
+              wide its interval must be, measured where the sources themselves extrapolate.
+"""
+
+from __future__ import annotations
+
+from .guard import GuardBand, beyond_weight, guarded_interval
+from .readings import READINGS, Reading, SourceView, make_reading
+
+__all__ = [
+    "READINGS",
+    "GuardBand",
+    "Reading",
+    "SourceView",
+    "beyond_weight",
+    "guarded_interval",
+    "make_reading",
+]

@@ -1,0 +1,90 @@
+"""Inner extrapolation folds: the sources extrapolating to their own strongest models.
+
+Two folds, each scoring the strongest fifth of the source models from a weaker part:
+the other four fifths, and the weakest half (leaving a gap, so the distance beyond the
+training models is larger, as it is for a new model far beyond all sources). A fold needs
+:data:`MIN_TRAIN` training models. For every reading that can be fitted, a fold records the
+guarded estimate's absolute errors (what chooses the reading) and the reading's scaled
+errors ``|reading - truth| / se`` (what sizes its interval, :class:`.guard.GuardBand`).
+Folds measure what cross-validation over random folds cannot: how a reading behaves *beyond*
+the models it was fitted on. They can still under-state the distance of a model far
+stronger than all sources, which is why the readings are chosen among estimates that do
+not regress towards the sources in the first place.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .guard import beyond_weight, guarded_interval
+from .readings import READINGS, SourceView, make_reading
+
+FOLDS = ((0.8, 0.2), (0.5, 0.2))
+"""(share of weakest sources trained on, share of strongest sources scored) per fold."""
+MIN_TRAIN = 10
+MIN_TARGETS = 2
+
+InnerFit = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, tuple[np.ndarray, ...]]]
+"""``(train rows, test rows) -> (train out-of-fold estimates, (value, lower, upper) of test)``."""
+
+
+def extrapolation_folds(target: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(train rows, test rows)`` of each fold the number of models allows."""
+    n = target.size
+    order = np.argsort(target, kind="stable")
+    folds = []
+    for train_share, test_share in FOLDS:
+        n_test = max(round(test_share * n), MIN_TARGETS)
+        n_train = min(round(train_share * n), n - n_test)
+        if n_train >= MIN_TRAIN and n_test <= n - n_train:
+            folds.append((np.sort(order[:n_train]), np.sort(order[-n_test:])))
+    return folds
+
+
+@dataclass
+class ReadingScore:
+    """A reading's guarded errors and scaled reading errors over all fold targets."""
+
+    errors: list[np.ndarray] = field(default_factory=list)
+    scaled: list[np.ndarray] = field(default_factory=list)
+    failure: str | None = None
+
+    @property
+    def mae(self) -> float:
+        return float(np.mean(np.concatenate(self.errors))) if self.errors else float("inf")
+
+    @property
+    def n_targets(self) -> int:
+        return int(sum(e.size for e in self.errors))
+
+    def residuals(self) -> np.ndarray:
+        return np.sort(np.concatenate(self.scaled)) if self.scaled else np.zeros(0)
+
+
+def score_readings(
+    view: SourceView, names: Sequence[str], inner_fit: InnerFit
+) -> dict[str, ReadingScore]:
+    """Fit each reading on every fold's training models and score the fold's strongest."""
+    scores = {name: ReadingScore() for name in names}
+    for train, test in extrapolation_folds(view.target):
+        oof, inner = inner_fit(train, test)
+        fold = view.rows(train, oof)
+        truth = view.target[test]
+        top, bottom = float(fold.target.max()), float(fold.target.min())
+        for name in names:
+            reason = READINGS[name].available(fold)
+            if reason is not None:
+                scores[name].failure = reason
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value, se = make_reading(name).fit(fold).read(view.values[test], inner[0])
+            weight = beyond_weight(value, se, top, bottom)
+            estimate, _, _ = guarded_interval(inner, (value, se), weight, 1.0)
+            scores[name].errors.append(np.abs(estimate - truth))
+            scores[name].scaled.append(np.abs(value - truth) / np.maximum(se, 1e-9))
+    return scores

@@ -1,0 +1,85 @@
+"""The guard: how far outside the sources a reading places a model, and what follows.
+
+``w = P(truth above the strongest source) + P(truth below the weakest source)`` under a
+normal reading ``value +- se``. The estimate moves from the inner estimator's towards the
+reading by ``w``: nothing changes for a model the reading places well inside the sources,
+and a model far outside gets the reading alone. The interval of a model with ``w`` above
+:data:`W_MIN` spans the inner interval and the reading's own, ``value +- q se``, where ``q``
+is the conformal quantile of the reading's scaled errors on the sources' own extrapolation
+folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from ..errors import InputError
+from ..estimators._conformal import conformal_quantile
+from .readings.base import se_floor
+
+W_MIN = 0.05
+"""Below this outside weight a model counts as inside: its interval is the inner one."""
+FALLBACK_WIDEN = 1.5
+"""Too few fold errors for a conformal quantile: the normal quantile times this."""
+
+
+def beyond_weight(value: np.ndarray, se: np.ndarray, top: float, bottom: float) -> np.ndarray:
+    """Probability that the truth lies above ``top`` or below ``bottom`` (normal reading)."""
+    se = se_floor(np.asarray(se, dtype=np.float64))
+    value = np.asarray(value, dtype=np.float64)
+    weight = norm.sf((top - value) / se) + norm.cdf((bottom - value) / se)
+    return np.clip(weight, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class GuardBand:
+    """Sorted scaled errors ``|reading - truth| / se`` of the extrapolation folds."""
+
+    residuals: np.ndarray
+
+    def quantile(self, level: float) -> float:
+        """Conformal quantile of the fold errors; with too few, the widened normal one."""
+        q = conformal_quantile(self.residuals, level) if self.residuals.size else math.inf
+        if math.isfinite(q):
+            return q
+        return FALLBACK_WIDEN * float(norm.ppf(0.5 + level / 2.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"residuals": self.residuals.tolist()}
+
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> GuardBand:
+        try:
+            residuals = np.sort(np.asarray(payload["residuals"], dtype=np.float64).reshape(-1))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"guard band: malformed residuals ({exc})") from exc
+        if not np.all(np.isfinite(residuals)) or np.any(residuals < 0):
+            raise InputError("guard band: residuals must be finite and non-negative")
+        return cls(residuals)
+
+
+def guarded_interval(
+    inner: tuple[np.ndarray, np.ndarray, np.ndarray],
+    reading: tuple[np.ndarray, np.ndarray],
+    weight: np.ndarray,
+    q: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(value, lower, upper)`` from the inner estimate and interval, the reading and ``w``."""
+    value_in, lower_in, upper_in = inner
+    value_out, se = reading
+    value = (1.0 - weight) * value_in + weight * value_out
+    outside = weight > W_MIN
+    lower = np.where(outside, np.minimum(lower_in, value_out - q * se), lower_in)
+    upper = np.where(outside, np.maximum(upper_in, value_out + q * se), upper_in)
+    value = np.clip(value, 0.0, 1.0)
+    return (
+        value,
+        np.clip(np.minimum(lower, value), 0.0, 1.0),
+        np.clip(np.maximum(upper, value), 0.0, 1.0),
+    )

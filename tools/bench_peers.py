@@ -1,0 +1,425 @@
+"""Peer suite: benchpred's 11 methods beside ours, on the same splits of every real matrix.
+
+benchpred 1.0.0 (PyPI; Zhang, Dorner & Hardt, "How Benchmark Prediction from Fewer Data
+Misses the Mark", NeurIPS 2025) implements the published ways to predict a benchmark score
+from a few items. Each runs in a venv of its own (it pins numpy 1.26): ``--venv`` (created
+with ``torch==2.13.0`` and ``benchpred==1.0.0`` when missing) runs ``tools/peers_worker.py``,
+which imports benchpred and calls it; none of its code is copied here.
+
+Matrices (``../shared/data``): ``ifeval`` and ``musr`` (Open LLM Leaderboard v2, whole
+benchmarks, 348 models), the six Open LLM Leaderboard v1 matrices and the psn MMLU and BBH
+blocks (12 models, whole benchmarks). What "full score" means: every method is scored
+against each model's mean over the matrix items. For v2 and psn that is the benchmark score;
+the v1 matrices hold the 58-249 items metabench kept of 1,000-14,000, so there the suite
+compares methods on that item set as if it were the benchmark (our estimators against the
+true whole-benchmark score are in ``bench/reliability.md``).
+
+Cells: matrix x source population x protocol x budget x seed. Protocols: ``random`` (20 % of
+the models held out at random), ``extrapolation`` (the strongest 20 % held out),
+``weak`` (the weakest 20 % held out, budget 50 only). Populations: the source models are
+all the rest (``all``; at most ``--v1-all`` for v1) or a random draw of 25, 50 or 100 of
+them (budget 50). Every method sees the same source and target models per cell.
+
+Methods: ``ours`` is the default of ``microbench build`` (``--method auto``: method and
+estimator chosen by cross-validation, then the bundle fitted) followed by ``microbench
+estimate``, called through the same library functions; ``ours_audit`` the same with 30 % of
+the budget as audit items. benchpred's methods run in tiers (their cost differs by 1,000x):
+fast ones everywhere, ``lasso`` and ``random_search_and_learn`` on seeds 0-1 and the
+populations, ``pirt`` and ``gpirt`` (py-irt fits of 1-5 minutes each) at budget 50 on seed 0.
+
+Results are cached per method and matrix (``--cache``), so runs resume and several runs can
+share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and plots.
+
+    python tools/bench_peers.py --venv .peers-venv              # everything (hours)
+    python tools/bench_peers.py --only ours --matrices ifeval   # one method, one matrix
+    python tools/bench_peers.py --report-only                   # tables from the cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from peers_report import write_report
+
+from lmeval_microbench.auto import choose_recipe
+from lmeval_microbench.build import build_bundle
+from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.responses import ResponseMatrix
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+V1 = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
+V2 = ("ifeval", "musr")
+PSN = ("psn_mmlu", "psn_bbh")
+MATRICES = V2 + V1 + PSN
+BUDGETS = (10, 25, 50, 100)
+POPULATIONS = (25, 50, 100)
+POPULATION_BUDGET = 50
+SEEDS = (0, 1, 2)
+FAST = (
+    "random_sampling",
+    "random_sampling_and_learn",
+    "aipw",
+    "anchor_points_weighted",
+    "anchor_points_predictor",
+    "double_optimize",
+    "pca",
+)
+MEDIUM = ("lasso", "random_search_and_learn")
+SLOW = ("pirt", "gpirt")
+PEERS = FAST + MEDIUM + SLOW
+OURS = ("ours", "ours_audit")
+AUDIT_SHARE = 0.3
+TARGET_SHARE = 0.2
+PEER_TIMEOUT = 6 * 3600
+
+
+@dataclass(frozen=True)
+class Cell:
+    matrix: str
+    population: str
+    protocol: str
+    budget: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.matrix}/{self.population}/{self.protocol}/{self.budget}/{self.seed}"
+
+
+# ---------------------------------------------------------------------- data
+def load_matrix(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """0/1 values (models x items, complete rows), each model's mean over them, item ids."""
+    if name in V2:
+        frame = pd.read_parquet(data / "openllm_v2" / "responses" / f"{name}.parquet")
+    elif name in V1:
+        frame = pd.read_parquet(data / "openllm_v1" / "responses" / f"{name}_B.parquet")
+    else:
+        block = {"psn_mmlu": "MMLU", "psn_bbh": "BBH"}[name]
+        segments = pd.read_csv(data / "psn_irt" / "column_segments_inferred.csv")
+        row = segments[segments["benchmark"] == block].iloc[0]
+        start, stop = int(row["start_col"]), int(row["end_col_exclusive"])
+        frame = pd.read_csv(data / "psn_irt" / "combine.csv", header=None).iloc[:, start:stop]
+        frame.columns = [f"psn.{block.lower()}.{k}" for k in range(start, stop)]
+    values = frame.to_numpy(dtype=np.float64)
+    complete = ~np.isnan(values).any(axis=1)
+    values = values[complete]
+    return values, values.mean(axis=1), [str(c) for c in frame.columns]
+
+
+def cell_rows(truth: np.ndarray, cell: Cell, v1_all: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source and target rows of a cell: the same targets for every budget and population."""
+    n = truth.size
+    count = max(1, round(TARGET_SHARE * n))
+    rng = np.random.default_rng([cell.seed, _stable(cell.matrix)])
+    order = np.argsort(-truth, kind="stable")
+    if cell.protocol == "random":
+        perm = rng.permutation(n)
+        target, pool = perm[:count], perm[count:]
+    elif cell.protocol == "extrapolation":
+        target, pool = order[:count], order[count:]
+    else:
+        target, pool = order[-count:], order[:-count]
+    size = v1_all if cell.population == "all" and cell.matrix in V1 else None
+    if cell.population != "all":
+        size = int(cell.population)
+    if size is not None and size < pool.size:
+        pool = np.random.default_rng([cell.seed, size, _stable(cell.matrix)]).choice(
+            pool, size, replace=False
+        )
+    return np.sort(pool), np.sort(target)
+
+
+def _stable(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def grid(matrices: list[str], seeds: list[int], budgets: list[int]) -> list[Cell]:
+    cells = []
+    for matrix in matrices:
+        for seed in seeds:
+            for protocol in ("random", "extrapolation"):
+                cells += [Cell(matrix, "all", protocol, b, seed) for b in budgets]
+                if matrix not in PSN and POPULATION_BUDGET in budgets:
+                    cells += [
+                        Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS
+                    ]
+            if POPULATION_BUDGET in budgets:
+                cells.append(Cell(matrix, "all", "weak", POPULATION_BUDGET, seed))
+    return cells
+
+
+def runs_method(method: str, cell: Cell) -> bool:
+    """Which cells each method runs (the tiers of the module docstring)."""
+    if method in FAST + OURS:
+        return True
+    if method in MEDIUM:
+        return cell.seed < 2 and cell.protocol != "weak"
+    return cell.seed == 0 and cell.budget == POPULATION_BUDGET and cell.protocol != "weak"
+
+
+# ---------------------------------------------------------------------- cache
+class Cache:
+    """JSON lines per method and matrix: ``{key, pred, lower, upper, seconds, ...}``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, method: str, matrix: str) -> Path:
+        return self.root / method / f"{matrix}.jsonl"
+
+    def read(self, method: str, matrix: str) -> dict[str, dict[str, Any]]:
+        path = self.path(method, matrix)
+        if not path.exists():
+            return {}
+        out = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                out[record["key"]] = record
+        return out
+
+    def append(self, method: str, matrix: str, record: dict[str, Any]) -> None:
+        path = self.path(method, matrix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+
+
+# ---------------------------------------------------------------------- ours
+def run_ours(
+    method: str,
+    values: np.ndarray,
+    truth: np.ndarray,
+    ids: list[str],
+    cell: Cell,
+    rows: tuple[np.ndarray, np.ndarray],
+) -> dict[str, Any]:
+    """``microbench build`` with its defaults, then ``microbench estimate`` on the targets."""
+    source_rows, target_rows = rows
+    models = [f"m{k}" for k in range(values.shape[0])]
+    source = ResponseMatrix(values[source_rows], [models[k] for k in source_rows], ids)
+    target = ResponseMatrix(values[target_rows], [models[k] for k in target_rows], ids)
+    audit = round(AUDIT_SHARE * cell.budget) if method == "ours_audit" else 0
+    audit = audit if audit >= 2 else 0
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        choice = choose_recipe(
+            source,
+            truth[source_rows],
+            budgets=[cell.budget],
+            seed=cell.seed,
+            progress=False,
+            audit=audit,
+        )
+        bundle = build_bundle(
+            source,
+            truth[source_rows],
+            name=cell.key,
+            benchmark=cell.matrix,
+            method=choice.method,
+            budget=cell.budget,
+            seed=cell.seed,
+            estimators=[choice.estimator],
+            default_estimator=choice.estimator,
+            audit=audit,
+        )
+        estimator = estimator_from_state(bundle.estimator_state())
+        value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
+    return {
+        "key": cell.key,
+        "pred": value.tolist(),
+        "lower": lower.tolist(),
+        "upper": upper.tolist(),
+        "items": bundle.budget,
+        "recipe": f"{choice.method}+{choice.estimator}",
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def fill_ours(method: str, cells: list[Cell], data: Path, cache: Cache, v1_all: int) -> None:
+    for matrix in sorted({c.matrix for c in cells}):
+        values, truth, ids = load_matrix(matrix, data)
+        done = cache.read(method, matrix)
+        todo = [c for c in cells if c.matrix == matrix and c.key not in done]
+        for k, cell in enumerate(todo, 1):
+            rows = cell_rows(truth, cell, v1_all)
+            try:
+                record = run_ours(method, values, truth, ids, cell, rows)
+            except Exception as exc:  # recorded as the method's failure on that cell
+                record = {"key": cell.key, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            cache.append(method, matrix, record)
+            print(
+                f"{method} {cell.key} ({k}/{len(todo)}) {record.get('seconds', 0):.0f}s", flush=True
+            )
+
+
+# ---------------------------------------------------------------------- peers
+def ensure_venv(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "torch==2.13.0"], check=True)
+        subprocess.run([*pip, "benchpred==1.0.0"], check=True)
+    return python
+
+
+def fill_peer(
+    method: str, cells: list[Cell], data: Path, cache: Cache, python: Path, v1_all: int
+) -> None:
+    for matrix in sorted({c.matrix for c in cells}):
+        done = cache.read(method, matrix)
+        todo = [c for c in cells if c.matrix == matrix and c.key not in done]
+        if not todo:
+            continue
+        values, truth, _ = load_matrix(matrix, data)
+        payload = []
+        for cell in todo:
+            source, target = cell_rows(truth, cell, v1_all)
+            payload.append(
+                {
+                    "key": cell.key,
+                    "source": source.tolist(),
+                    "target": target.tolist(),
+                    "budget": cell.budget,
+                    "seed": cell.seed,
+                }
+            )
+        out = cache.path(method, matrix)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            cells_file = Path(tmp) / "cells.npz"
+            np.savez(cells_file, Y=values.astype(np.int8), cells=json.dumps(payload))
+            print(f"{method} {matrix}: {len(todo)} cells", flush=True)
+            try:
+                subprocess.run(
+                    [
+                        str(python),
+                        str(REPO / "tools" / "peers_worker.py"),
+                        str(cells_file),
+                        str(out),
+                        method,
+                    ],
+                    timeout=PEER_TIMEOUT,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                print(f"{method} {matrix}: stopped after {PEER_TIMEOUT} s", flush=True)
+
+
+# ---------------------------------------------------------------------- metrics
+def cell_metrics(record: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
+    from scipy.stats import kendalltau
+
+    if "error" in record:
+        return {"error": record["error"]}
+    pred = np.asarray(record["pred"], dtype=float)
+    out = {
+        "mae": 100 * float(np.mean(np.abs(pred - truth))),
+        "bias": 100 * float(np.mean(pred - truth)),
+        "tau": float(kendalltau(pred, truth).statistic) if truth.size > 2 else None,
+        "seconds": float(record.get("seconds", np.nan)),
+        "items": record.get("items"),
+    }
+    if "lower" in record:
+        lower, upper = np.asarray(record["lower"]), np.asarray(record["upper"])
+        out["coverage"] = float(np.mean((lower <= truth) & (truth <= upper)))
+        out["width"] = 100 * float(np.mean(upper - lower))
+        out["recipe"] = record.get("recipe")
+    if out["tau"] is not None and not np.isfinite(out["tau"]):
+        out["tau"] = None
+    return out
+
+
+def collect(
+    cells: list[Cell], methods: list[str], data: Path, cache: Cache, v1_all: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for matrix in sorted({c.matrix for c in cells}):
+        _, truth, _ = load_matrix(matrix, data)
+        records = {m: cache.read(m, matrix) for m in methods}
+        for cell in (c for c in cells if c.matrix == matrix):
+            _, target = cell_rows(truth, cell, v1_all)
+            row = {**asdict(cell), "key": cell.key, "n_targets": int(target.size), "methods": {}}
+            for method in methods:
+                record = records[method].get(cell.key)
+                if record is not None and runs_method(method, cell):
+                    row["methods"][method] = cell_metrics(record, truth[target])
+            rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--matrices", default=",".join(MATRICES))
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument("--only", help="comma-separated methods to run (default: all)")
+    parser.add_argument("--venv", type=Path, default=REPO / ".peers-venv")
+    parser.add_argument("--cache", type=Path, default=REPO / ".peers-cache")
+    parser.add_argument(
+        "--v1-all",
+        type=int,
+        default=3000,
+        help="most source models of a v1 'all' population (default 3000)",
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument("--report-only", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not args.data.is_dir():
+        sys.exit(f"no real data at {args.data}: the peer suite needs ../shared/data")
+    matrices = args.matrices.split(",")
+    cells = grid(
+        matrices, [int(s) for s in args.seeds.split(",")], [int(b) for b in args.budgets.split(",")]
+    )
+    methods = args.only.split(",") if args.only else [*OURS, *PEERS]
+    cache = Cache(args.cache)
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_start = [round(v, 2) for v in _load()]
+    if not args.report_only:
+        for method in methods:
+            mine = [c for c in cells if runs_method(method, c)]
+            if method in OURS:
+                fill_ours(method, mine, args.data, cache, args.v1_all)
+            else:
+                fill_peer(method, mine, args.data, cache, ensure_venv(args.venv), args.v1_all)
+    rows = collect(cells, [*OURS, *PEERS], args.data, cache, args.v1_all)
+    info = {
+        "command": "python tools/bench_peers.py " + " ".join(argv or sys.argv[1:]),
+        "started": started,
+        "load_average": {"start": load_start, "end": [round(v, 2) for v in _load()]},
+        "benchpred": "1.0.0",
+        "v1_all": args.v1_all,
+        "peers": {"fast": FAST, "medium": MEDIUM, "slow": SLOW},
+    }
+    write_report(rows, info, args.out)
+
+
+def _load() -> tuple[float, float, float]:
+    import os
+
+    return os.getloadavg()
+
+
+if __name__ == "__main__":
+    main()

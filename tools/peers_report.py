@@ -1,0 +1,284 @@
+"""Report of ``tools/bench_peers.py``: tables, targets and plots from the per-cell results.
+
+A cell's numbers are averaged over its seeds before methods are compared, and "the best
+peer" of a case is the benchpred method with the lowest seed-averaged MAE there (a different
+method in different cases, as a user who knew in advance which to pick would get).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OURS = "ours"
+MARGIN = 0.1
+TARGET_BUDGETS = (25, 50, 100)
+SHOWN = ("random_sampling", "aipw", "anchor_points_weighted", "lasso")
+
+
+def _mean(values: Iterable[float | None]) -> float:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(kept)) if kept else math.nan
+
+
+def cases(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, dict[str, float]]]:
+    """(matrix, population, protocol, budget) -> method -> seed-averaged metrics."""
+    grouped: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        case = (row["matrix"], row["population"], row["protocol"], row["budget"])
+        for method, metrics in row["methods"].items():
+            grouped[case][method].append(metrics)
+    out = {}
+    for case, methods in grouped.items():
+        out[case] = {}
+        for method, runs in methods.items():
+            ok = [r for r in runs if "error" not in r]
+            summary = {
+                k: _mean(r.get(k) for r in ok)
+                for k in ("mae", "bias", "tau", "coverage", "width", "seconds")
+            }
+            summary["runs"] = len(ok)
+            summary["failed"] = len(runs) - len(ok)
+            summary["errors"] = sorted({r["error"] for r in runs if "error" in r})[:2]
+            summary["recipes"] = sorted({r["recipe"] for r in ok if r.get("recipe")})
+            out[case][method] = summary
+    return out
+
+
+def best_peer(methods: dict[str, dict[str, float]]) -> tuple[str | None, float]:
+    peers = {
+        m: s["mae"]
+        for m, s in methods.items()
+        if not m.startswith(OURS) and math.isfinite(s["mae"])
+    }
+    if not peers:
+        return None, math.nan
+    name = min(peers, key=peers.__getitem__)
+    return name, peers[name]
+
+
+def verdicts(table: dict[tuple, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    out = []
+    for case, methods in sorted(table.items()):
+        ours = methods.get(OURS, {}).get("mae", math.nan)
+        name, best = best_peer(methods)
+        if name is None or not math.isfinite(ours):
+            continue
+        out.append(
+            {
+                "case": case,
+                "ours": ours,
+                "best": best,
+                "best_peer": name,
+                "within": ours <= best + MARGIN,
+                "coverage": methods[OURS].get("coverage", math.nan),
+                "width": methods[OURS].get("width", math.nan),
+            }
+        )
+    return out
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def summary_lines(found: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| cases | ours within best peer + 0.1 | mean MAE ours | mean MAE best peer | "
+        "coverage (min-max) | mean width |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    groups = {
+        "target cases (population all, budgets 25/50/100)": [
+            v
+            for v in found
+            if v["case"][1] == "all"
+            and v["case"][3] in TARGET_BUDGETS
+            and v["case"][2] in ("random", "extrapolation")
+        ],
+    }
+    for protocol in ("random", "extrapolation", "weak"):
+        groups[f"{protocol}, every population and budget"] = [
+            v for v in found if v["case"][2] == protocol
+        ]
+    groups["source populations of 25-100 (budget 50)"] = [v for v in found if v["case"][1] != "all"]
+    for label, items in groups.items():
+        if not items:
+            continue
+        within = sum(v["within"] for v in items)
+        cov = [v["coverage"] for v in items if math.isfinite(v["coverage"])]
+        span = f"{min(cov):.2f}-{max(cov):.2f}" if cov else "-"
+        lines.append(
+            f"| {label} | {within}/{len(items)} ({100 * within / len(items):.0f} %) | "
+            f"{_mean(v['ours'] for v in items):.2f} | {_mean(v['best'] for v in items):.2f} | "
+            f"{span} | {_mean(v['width'] for v in items):.1f} |"
+        )
+    return lines
+
+
+def case_lines(table: dict, population_filter: Any, title_cols: str) -> list[str]:
+    lines = [
+        f"| {title_cols} | ours | cov | width | best peer | its MAE | "
+        + " | ".join(SHOWN)
+        + " | ours_audit | ours' recipes |",
+        "|" + "---|" * (len(title_cols.split("|")) + 6 + len(SHOWN)) + "---|",
+    ]
+    for case, methods in sorted(table.items(), key=lambda kv: _case_order(kv[0])):
+        if not population_filter(case):
+            continue
+        ours = methods.get(OURS, {})
+        name, best = best_peer(methods)
+        mark = "" if not math.isfinite(best) or ours.get("mae", math.inf) <= best + MARGIN else " ✗"
+        cells = [_fmt(methods.get(m, {}).get("mae", math.nan)) for m in SHOWN]
+        key = " | ".join(str(c) for c in _label(case, title_cols))
+        lines.append(
+            f"| {key} | {_fmt(ours.get('mae', math.nan))}{mark} | "
+            f"{_fmt(ours.get('coverage', math.nan))} | {_fmt(ours.get('width', math.nan), 1)} | "
+            f"{name or '-'} | {_fmt(best)} | " + " | ".join(cells) + " | "
+            f"{_fmt(methods.get('ours_audit', {}).get('mae', math.nan))} | "
+            f"{', '.join(ours.get('recipes', [])) or '-'} |"
+        )
+    return lines
+
+
+def _case_order(case: tuple) -> tuple:
+    matrix, population, protocol, budget = case
+    pop = 10**6 if population == "all" else int(population)
+    return (matrix, ["random", "extrapolation", "weak"].index(protocol), -pop, budget)
+
+
+def _label(case: tuple, title_cols: str) -> list[Any]:
+    matrix, population, protocol, budget = case
+    if title_cols.startswith("matrix | population"):
+        return [matrix, population, protocol]
+    return [matrix, protocol, budget]
+
+
+def time_lines(table: dict) -> list[str]:
+    per_method: dict[str, list[float]] = defaultdict(list)
+    for case, methods in table.items():
+        if case[1] == "all" and case[3] == 50:
+            for method, summary in methods.items():
+                if math.isfinite(summary["seconds"]):
+                    per_method[method].append(summary["seconds"])
+    lines = [
+        "| method | median seconds per cell (population all, 50 items) | cells |",
+        "|---|---:|---:|",
+    ]
+    for method, values in sorted(per_method.items(), key=lambda kv: np.median(kv[1])):
+        lines.append(f"| {method} | {np.median(values):.1f} | {len(values)} |")
+    return lines
+
+
+def failure_lines(table: dict) -> list[str]:
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    for methods in table.values():
+        for method, summary in methods.items():
+            for error in summary["errors"]:
+                seen[(method, error)] += summary["failed"]
+    return [f"- {m}: {e} ({n} runs)" for (m, e), n in sorted(seen.items())] or ["- none"]
+
+
+def plot(table: dict, protocol: str, out: Path) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    matrices = sorted({c[0] for c in table if c[1] == "all" and c[2] == protocol})
+    if not matrices:
+        return None
+    cols = 4
+    rows = math.ceil(len(matrices) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    for ax, matrix in zip(axes.flat, matrices, strict=False):
+        budgets = sorted(c[3] for c in table if c[:3] == (matrix, "all", protocol))
+        series = {"ours": [], "best peer": [], **{m: [] for m in SHOWN}}
+        for b in budgets:
+            methods = table[(matrix, "all", protocol, b)]
+            series["ours"].append(methods.get(OURS, {}).get("mae", math.nan))
+            series["best peer"].append(best_peer(methods)[1])
+            for m in SHOWN:
+                series[m].append(methods.get(m, {}).get("mae", math.nan))
+        for label, values in series.items():
+            style = {"ours": "-o", "best peer": "--k"}.get(label, ":.")
+            ax.plot(budgets, values, style, label=label, linewidth=2 if label == "ours" else 1)
+        ax.set_title(f"{matrix} ({protocol})", fontsize=9)
+        ax.set_xscale("log")
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.set_ylabel("MAE (points)", fontsize=8)
+    for ax in list(axes.flat)[len(matrices) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    name = f"peers_{protocol}.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    table = cases(rows)
+    found = verdicts(table)
+    plots = [p for p in (plot(table, "random", out), plot(table, "extrapolation", out)) if p]
+    md = [
+        "## Peer suite: benchpred's methods beside ours on the same splits",
+        "",
+        f"Generated by `tools/bench_peers.py`; command: `{info['command']}`; started "
+        f"{info['started']}; load average {info['load_average']['start']} at the start, "
+        f"{info['load_average']['end']} at the end (2 shared cores). benchpred "
+        f"{info['benchpred']} in its own venv.",
+        "",
+        "Full score = each model's mean over the matrix items (v2 and psn: the whole "
+        "benchmark; the v1 matrices: the 58-249 items metabench kept, taken as the "
+        f"benchmark). v1 'all' populations hold at most {info['v1_all']} source models. "
+        "MAE in points, averaged over seeds; `ours` = `microbench build` with its defaults "
+        "then `microbench estimate`; `cov`/`width`: its 90 % interval; ✗: more than "
+        f"{MARGIN} points above the best peer of the case. Peer tiers: {info['peers']}.",
+        "",
+        *summary_lines(found),
+        "",
+        *(f"![{p}]({p})" for p in plots),
+        "",
+        "### Every case with all source models",
+        "",
+        *case_lines(table, lambda c: c[1] == "all", "matrix | protocol | budget"),
+        "",
+        "### Few source models (budget 50)",
+        "",
+        *case_lines(table, lambda c: c[1] != "all", "matrix | population | protocol"),
+        "",
+        "### Time",
+        "",
+        *time_lines(table),
+        "",
+        "### Failures",
+        "",
+        *failure_lines(table),
+    ]
+    (out / "peers.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    payload = {
+        "info": info,
+        "cells": rows,
+        "cases": [{"case": list(k), "methods": v} for k, v in sorted(table.items())],
+    }
+    (out / "peers.json").write_text(json.dumps(_strict(payload), indent=1) + "\n", encoding="utf-8")
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
