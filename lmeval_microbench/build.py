@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
-from .crossfit import selection_cross_fit
+from .crossfit import needs_cross_fit, selection_cross_fit
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
 from .irt import fit_with_constant_items
@@ -68,7 +68,8 @@ def build_bundle(
     in the reliability summary under ``"auto"``. ``default_estimator`` None takes ``guarded``
     when it is fitted (the estimate that stays right for models outside the sources), else
     the fitted estimator with the lowest cross-validated MAE (:func:`lowest_cv_error`); a
-    name is kept. With a supervised selection (``greedy``) every estimator's interval is
+    name is kept. With a supervised selection (``greedy``) on fewer than
+    :data:`.crossfit.CROSS_FIT_MAX_MODELS` source models every estimator's interval is
     calibrated on out-of-fold estimates whose folds re-selected the items
     (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
     sample of the items the method left out (:func:`.selection.select_with_audit`).
@@ -83,7 +84,7 @@ def build_bundle(
         selection_cross_fit(
             source, target, method, budget, names, seed=seed, irt=irt, n_audit=audit
         )
-        if selector.uses_target
+        if needs_cross_fit(selector, source)
         else {}
     )
     fitted = []

@@ -376,8 +376,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--v1-all",
         type=int,
-        default=3000,
-        help="most source models of a v1 'all' population (default 3000)",
+        default=1000,
+        help="most source models of a v1 'all' population (default 1000)",
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument("--report-only", action="store_true")

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 CALIBRATION_FRACTIONS = (0.1, 0.5, 0.9)
 """Shares of the subset kept when the inflation of the imputation spread is measured."""
 CALIBRATION_MODELS = 150
+CALIBRATION_ITEM_MODELS = 150 * 250
+"""Models x subset items the factor is measured on at most: 150 models up to 250 subset
+items, fewer beyond (IRT estimators of whole benchmarks spent most of a build's time here;
+the factor is a ratio of means, stable well before 150 models)."""
 MIN_CALIBRATION_ROWS = 20
 """Fewer complete source rows leave the factor unmeasured (1: the plain spread of the draws)."""
 CALIBRATION_DRAWS = 100
@@ -178,7 +182,10 @@ def fit_inflation(
     complete = values[~np.isnan(values).any(axis=1)]
     if len(complete) < MIN_CALIBRATION_ROWS:
         return {}
-    rows = complete[rng.permutation(len(complete))[:CALIBRATION_MODELS]]
+    n_models = min(
+        CALIBRATION_MODELS, max(MIN_CALIBRATION_ROWS, CALIBRATION_ITEM_MODELS // values.shape[1])
+    )
+    rows = complete[rng.permutation(len(complete))[:n_models]]
     full = estimator.predict_rows(rows, 0.9)[0]
     n_items = rows.shape[1]
     curves: dict[str, list[float]] = {"fractions": list(CALIBRATION_FRACTIONS)}

@@ -82,8 +82,9 @@ def score_readings(
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                value, se = make_reading(name).fit(fold).read(view.values[test], inner[0])
-            weight = beyond_weight(value, se, top, bottom)
+                reading = make_reading(name).fit(fold)
+                value, se = reading.read(view.values[test], inner[0])
+                weight = beyond_weight(*reading.locate(view.values[test], inner[0]), top, bottom)
             estimate, _, _ = guarded_interval(inner, (value, se), weight, 1.0)
             scores[name].errors.append(np.abs(estimate - truth))
             scores[name].scaled.append(np.abs(value - truth) / np.maximum(se, 1e-9))

@@ -2,8 +2,9 @@
 
 ``w = P(truth above the strongest source) + P(truth below the weakest source)`` under a
 normal reading ``value +- se``. The estimate moves from the inner estimator's towards the
-reading by ``w``: nothing changes for a model the reading places well inside the sources,
-and a model far outside gets the reading alone. The interval of a model with ``w`` above
+reading by ``(w - W_MIN) / (1 - W_MIN)``: nothing changes for a model the reading places
+inside the sources (``w`` up to :data:`W_MIN`), and a model far outside gets the reading
+alone. The interval of a model with ``w`` above
 :data:`W_MIN` spans the inner interval and the reading's own, ``value +- q se``, where ``q``
 is the conformal quantile of the reading's scaled errors on the sources' own extrapolation
 folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate.
@@ -73,8 +74,9 @@ def guarded_interval(
     """``(value, lower, upper)`` from the inner estimate and interval, the reading and ``w``."""
     value_in, lower_in, upper_in = inner
     value_out, se = reading
-    value = (1.0 - weight) * value_in + weight * value_out
     outside = weight > W_MIN
+    moved = np.clip((weight - W_MIN) / (1.0 - W_MIN), 0.0, 1.0)
+    value = (1.0 - moved) * value_in + moved * value_out
     lower = np.where(outside, np.minimum(lower_in, value_out - q * se), lower_in)
     upper = np.where(outside, np.maximum(upper_in, value_out + q * se), upper_in)
     value = np.clip(value, 0.0, 1.0)

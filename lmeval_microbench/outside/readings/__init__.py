@@ -13,12 +13,14 @@ import difflib
 from ...errors import InputError
 from .audit import AuditReading
 from .base import Reading, SourceView
+from .checked import CheckedReading
 from .deshrunk import DeshrunkReading
 from .design import DesignReading
 from .own import OwnLevelReading
 
 READINGS: dict[str, type[Reading]] = {
-    cls.name: cls for cls in (OwnLevelReading, DesignReading, DeshrunkReading, AuditReading)
+    cls.name: cls
+    for cls in (OwnLevelReading, DesignReading, DeshrunkReading, CheckedReading, AuditReading)
 }
 """Reading classes by name."""
 
@@ -35,6 +37,7 @@ def make_reading(name: str) -> Reading:
 __all__ = [
     "READINGS",
     "AuditReading",
+    "CheckedReading",
     "DeshrunkReading",
     "DesignReading",
     "OwnLevelReading",

@@ -190,6 +190,11 @@ class Reading(ABC):
         """``(value, se)`` per row of ``values`` (models x subset items, complete rows);
         ``inner`` is the inner estimator's estimate of each row."""
 
+    def locate(self, values: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(value, se)`` that decides how far outside the sources a model lies (the guard
+        weight); the reading itself unless a more precise one can tell that."""
+        return self.read(values, inner)
+
     @abstractmethod
     def state(self) -> dict[str, Any]:
         """JSON-ready fitted state."""

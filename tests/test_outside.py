@@ -1,0 +1,259 @@
+"""The guarded estimator and its outside readings: hand-checked cases and a simulated shift."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators import estimator_from_state, make_estimator
+from lmeval_microbench.irt.params import ItemParams
+from lmeval_microbench.outside import SourceView, beyond_weight, guarded_interval
+from lmeval_microbench.outside.folds import extrapolation_folds
+from lmeval_microbench.outside.guard import GuardBand
+from lmeval_microbench.outside.readings import READINGS, make_reading
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.selection import make_selector, select_with_audit
+from lmeval_microbench.selection.base import Subset
+
+N_ITEMS = 200
+
+
+def world(seed: int = 0, n_source: int = 300, n_target: int = 200, shift: float = 0.0):
+    """2PL items; source abilities N(0, 1); target abilities N(shift, 0.5), or with
+    ``shift`` above 0 sources uniform on [-2, 0] and targets on [shift - 0.5, shift + 0.5]:
+    every target stronger than every source."""
+    rng = np.random.default_rng(seed)
+    ids = tuple(f"w.{k}" for k in range(N_ITEMS))
+    params = ItemParams(
+        ids, rng.lognormal(0.0, 0.3, N_ITEMS), rng.normal(0.0, 1.5, N_ITEMS),
+        np.zeros(N_ITEMS), np.ones(N_ITEMS),
+    )  # fmt: skip
+    if shift > 0:
+        sources = rng.uniform(-2.0, 0.0, n_source)
+        targets = rng.uniform(shift - 0.5, shift + 0.5, n_target)
+    else:
+        sources, targets = rng.normal(0, 1, n_source), rng.normal(shift, 0.5, n_target)
+    theta = np.concatenate([sources, targets])
+    values = (rng.random((theta.size, N_ITEMS)) < params.probability(theta[:, None])).astype(float)
+    models = [f"m{k}" for k in range(theta.size)]
+    matrix = ResponseMatrix(values, models, ids, source="world")
+    source = matrix.select_models(models[:n_source])
+    target = matrix.select_models(models[n_source:])
+    return source, target
+
+
+def whole_truth(matrix: ResponseMatrix) -> np.ndarray:
+    return matrix.mean_scores()
+
+
+def fitted(name: str, source: ResponseMatrix, subset: Subset, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_estimator(name, **params).fit(source, subset, whole_truth(source))
+
+
+# ---------------------------------------------------------------------------- AIPW by hand
+def test_audit_reading_by_hand():
+    """No informative items: every item is predicted at its source rate, here 1/2, and the
+    two audit items the model got right say the rest is right too: (0 + 4 * 0.5 + 2 * 0.5 +
+    6 * 0.5) / 6 = 1."""
+    values = np.tile([[1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], (10, 1))
+    values[5:] = 1.0 - values[5:]  # every item right for half the sources: rate 1/2
+    ids = [f"i{k}" for k in range(6)]
+    source = ResponseMatrix(values, [f"m{k}" for k in range(10)], ids)
+    subset = Subset(("i0", "i1"), np.full(2, 0.5), "random", info={"audit_items": ["i0", "i1"]})
+    view = SourceView.build(source, subset, source.mean_scores(), source.mean_scores())
+    reading = make_reading("audit").fit(view)
+    value, se = reading.read(np.array([[1.0, 1.0]]), np.array([0.5]))
+    assert value[0] == pytest.approx(1.0)
+    # residuals 1/2 and 1/2: spread 0, floored at 0.01; 2 of the 6 items audited
+    assert se[0] == pytest.approx(np.sqrt(0.01 / 2 * (1 - 2 / 6)))
+
+
+def test_audit_reading_is_unbiased_for_a_model_unlike_the_sources():
+    """A model far outside the sources: averaged over audit draws the AIPW estimate is its
+    true score, while the prediction alone (the own reading of the informative items) is not
+    needed to be."""
+    source, target = world(seed=1, shift=2.5)
+    truth = whole_truth(target)
+    model = target.values[:1]
+    estimates = []
+    for seed in range(60):
+        subset = select_with_audit(
+            make_selector("greedy"), source, 40, 20, seed=seed, target=whole_truth(source)
+        )
+        view = SourceView.build(source, subset, whole_truth(source), whole_truth(source))
+        reading = make_reading("audit").fit(view)
+        values = model[:, source.item_positions(subset.item_ids)]
+        estimates.append(reading.read(values, np.array([0.5]))[0][0])
+    spread = np.std(estimates) / np.sqrt(len(estimates))
+    assert abs(np.mean(estimates) - truth[0]) < 3 * spread + 0.005
+
+
+# ---------------------------------------------------------------------------- readings
+@pytest.mark.parametrize("name", sorted(READINGS))
+def test_every_reading_survives_its_state(name):
+    source, target = world(seed=2)
+    subset = select_with_audit(make_selector("random"), source, 30, 10, seed=0)
+    view = SourceView.build(source, subset, whole_truth(source), whole_truth(source))
+    reading = make_reading(name).fit(view)
+    state = json.loads(json.dumps(reading.state(), allow_nan=False))
+    again = READINGS[name].from_state(state)
+    values = target.values[:5][:, source.item_positions(subset.item_ids)]
+    inner = whole_truth(target)[:5]
+    for a, b in zip(reading.read(values, inner), again.read(values, inner), strict=True):
+        np.testing.assert_allclose(a, b)
+
+
+def test_own_reading_counts_asked_items_exactly():
+    source, _ = world(seed=3)
+    subset = Subset(source.item_ids, np.full(N_ITEMS, 1 / N_ITEMS), "all")
+    view = SourceView.build(source, subset, whole_truth(source), whole_truth(source))
+    reading = make_reading("own").fit(view)
+    value, se = reading.read(source.values[:4], whole_truth(source)[:4])
+    np.testing.assert_allclose(value, whole_truth(source)[:4])
+    np.testing.assert_allclose(se, 0.0, atol=1e-12)
+
+
+def test_unknown_reading_is_named():
+    with pytest.raises(InputError, match=r"unknown outside reading 'onw' \(did you mean 'own'\?\)"):
+        make_reading("onw")
+
+
+# ---------------------------------------------------------------------------- guard
+def test_beyond_weight_and_interval():
+    weight = beyond_weight(np.array([0.5, 0.9, 0.95, 0.05]), np.full(4, 0.02), 0.9, 0.1)
+    np.testing.assert_allclose(weight, [0.0, 0.5, 0.99379, 0.99379], atol=1e-4)
+    value, lower, upper = guarded_interval(
+        (np.array([0.8]), np.array([0.75]), np.array([0.85])),
+        (np.array([0.9]), np.array([0.05])),
+        np.array([0.5]),
+        2.0,
+    )
+    assert value[0] == pytest.approx(0.8 + 0.1 * (0.5 - 0.05) / 0.95)
+    assert (lower[0], upper[0]) == pytest.approx((0.75, 1.0))
+
+
+def test_guard_band_falls_back_to_a_widened_normal_quantile():
+    assert GuardBand(np.array([0.5, 1.0])).quantile(0.9) == pytest.approx(1.5 * 1.6448536)
+    band = GuardBand(np.sort(np.linspace(0, 2, 40)))
+    assert band.quantile(0.9) == pytest.approx(np.linspace(0, 2, 40)[36])
+
+
+def test_extrapolation_folds_score_the_strongest_from_weaker_ones():
+    truth = np.arange(100, dtype=float)
+    (train1, test1), (train2, test2) = extrapolation_folds(truth)
+    assert set(test1) == set(test2) == set(range(80, 100))
+    assert set(train1) == set(range(80)) and set(train2) == set(range(50))
+    assert extrapolation_folds(np.arange(12, dtype=float))[0][0].size == 10
+
+
+# ---------------------------------------------------------------------------- the estimator
+def test_guarded_stays_right_for_models_stronger_than_every_source():
+    """Targets one to three SDs above the sources: the regression alone is biased low and
+    its intervals miss; the guarded estimate is not, and its intervals hold."""
+    source, target = world(seed=4, shift=2.0)
+    truth = whole_truth(target)
+    subset = make_selector("random").select(source, 40, seed=0)
+    items = target.select_items(subset.item_ids)
+    outcome = {}
+    for name in ("kridge", "guarded"):
+        value, lower, upper = fitted(name, source, subset).estimate_matrix(items)
+        outcome[name] = (
+            float(np.mean(value - truth)),
+            float(np.mean((lower <= truth) & (truth <= upper))),
+        )
+    bias_kridge, cover_kridge = outcome["kridge"]
+    bias_guarded, cover_guarded = outcome["guarded"]
+    assert bias_kridge < -0.02
+    assert abs(bias_guarded) < 0.5 * abs(bias_kridge)
+    assert 0.85 <= cover_guarded <= 1.0 and cover_guarded > cover_kridge
+
+
+def test_guarded_changes_nothing_inside_the_sources():
+    source, target = world(seed=5)
+    subset = make_selector("random").select(source, 40, seed=0)
+    items = target.select_items(subset.item_ids)
+    inner = fitted("kridge", source, subset).estimate_matrix(items)
+    guarded = fitted("guarded", source, subset)
+    value = guarded.estimate_matrix(items)
+    inside = guarded.outside_weight(items.values) < 0.05
+    assert inside.mean() > 0.8
+    for a, b in zip(value, inner, strict=True):
+        np.testing.assert_allclose(a[inside], b[inside])
+
+
+def test_guarded_state_round_trip():
+    source, target = world(seed=6, shift=1.0)
+    subset = select_with_audit(make_selector("random"), source, 40, 10, seed=0)
+    estimator = fitted("guarded", source, subset)
+    state = json.loads(json.dumps(estimator.state_dict(), allow_nan=False))
+    again = estimator_from_state(state)
+    items = target.select_items(subset.item_ids)
+    for a, b in zip(estimator.estimate_matrix(items), again.estimate_matrix(items), strict=True):
+        np.testing.assert_allclose(a, b)
+    assert state["reading"]["name"] in READINGS and set(state["fold_mae"]) <= set(READINGS)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"inner": "guarded"}, "inner must be one of"),
+        ({"inner": "nope"}, "inner must be one of"),
+        ({"reading": "nope"}, "reading must be 'auto' or one of"),
+        ({"reading": "audit"}, "reading 'audit' cannot be used: the subset has 0 audit items"),
+    ],
+)
+def test_guarded_refuses_bad_parameters(params, message):
+    source, _ = world(seed=7)
+    subset = make_selector("random").select(source, 20, seed=0)
+    with pytest.raises(InputError, match=message):
+        fitted("guarded", source, subset, **params)
+
+
+# ---------------------------------------------------------------------------- audit items
+def test_audit_items_are_a_random_sample_of_the_rest():
+    source, _ = world(seed=8)
+    subset = select_with_audit(
+        make_selector("greedy"), source, 30, 12, seed=3, target=whole_truth(source)
+    )
+    audit = subset.info["audit_items"]
+    assert len(audit) == 12 and subset.budget == 30
+    assert set(audit) <= set(subset.item_ids) and len(set(subset.item_ids)) == 30
+    assert subset.weights.sum() == pytest.approx(1.0)
+    assert subset.weights[-12:] == pytest.approx(np.full(12, 0.4 / 12))
+
+
+@pytest.mark.parametrize(("n_audit", "message"), [(1, "at least 2"), (30, "leave none")])
+def test_audit_sizes_that_cannot_work_are_refused(n_audit, message):
+    source, _ = world(seed=9)
+    with pytest.raises(InputError, match=message):
+        select_with_audit(make_selector("random"), source, 30, n_audit, seed=0)
+
+
+# ---------------------------------------------------------------------------- finite population
+def test_whole_benchmark_estimates_count_asked_items_exactly():
+    """190 of a 200-item benchmark asked: the score is the asked part plus an estimate of 10
+    items, so no estimate can be more than 5 points off and every interval lies in that
+    range; fitted for a target that is not the matrix mean, the intervals do not know that."""
+    source, target = world(seed=10, n_source=30)
+    truth = whole_truth(target)
+    subset = make_selector("random").select(source, 190, seed=0)
+    items = target.select_items(subset.item_ids)
+    known = items.values.sum(axis=1) / N_ITEMS
+    for name in ("mean", "kridge", "guarded"):
+        estimator = fitted(name, source, subset)
+        value, lower, upper = estimator.estimate_matrix(items)
+        assert np.all(np.abs(value - truth) <= 10 / N_ITEMS + 1e-12), name
+        assert np.all(lower >= known - 1e-12) and np.all(upper <= known + 10 / N_ITEMS + 1e-12)
+    shifted = whole_truth(source) * 0.999 + 0.0005
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = make_estimator("mean").fit(source, subset, shifted)
+    assert other.finite_ is None
+    _, lower, upper = other.estimate_matrix(items)
+    assert np.any(lower < known - 1e-6) or np.any(upper > known + 10 / N_ITEMS + 1e-6)
