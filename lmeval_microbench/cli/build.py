@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
     )
     source, target = align_target(matrix, scores)
+    _check_budget(args, source)
     if args.task is not None:
         return _build_task(args, source, target)
     recipe = _resolve_recipe(args, source, target)
@@ -262,7 +263,20 @@ def _check_recipe_args(args: argparse.Namespace) -> None:
         raise InputError("--budget auto needs --target-mae (the error to reach, in points)")
     if args.budget != AUTO and args.target_mae is not None:
         raise InputError("--target-mae chooses the budget: pass it with --budget auto")
+    if args.budget != AUTO and args.audit >= args.budget:
+        raise InputError(
+            f"--audit {args.audit} leaves none of the budget of {args.budget} items to the "
+            "selection method: ask for fewer audit items or a larger budget"
+        )
     check_target_mae(args.target_mae)
+
+
+def _check_budget(args: argparse.Namespace, source: ResponseMatrix) -> None:
+    """A budget larger than the matrix is refused before any work, naming both."""
+    if args.budget != AUTO and args.budget > source.n_items:
+        raise InputError(
+            f"--budget {args.budget} exceeds the {source.n_items} items of {source.source}"
+        )
 
 
 def _resolve_recipe(
