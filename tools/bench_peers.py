@@ -146,17 +146,22 @@ def _stable(text: str) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
-def grid(matrices: list[str], seeds: list[int], budgets: list[int]) -> list[Cell]:
+def grid(
+    matrices: list[str], seeds: list[int], budgets: list[int], n_items: dict[str, int]
+) -> list[Cell]:
+    """Every cell of the suite; budgets of at least the matrix's item count are left out
+    (every method would ask every item)."""
     cells = []
     for matrix in matrices:
+        budgets_here = [b for b in budgets if b < n_items[matrix]]
         for seed in seeds:
             for protocol in ("random", "extrapolation"):
-                cells += [Cell(matrix, "all", protocol, b, seed) for b in budgets]
-                if matrix not in PSN and POPULATION_BUDGET in budgets:
+                cells += [Cell(matrix, "all", protocol, b, seed) for b in budgets_here]
+                if matrix not in PSN and POPULATION_BUDGET in budgets_here:
                     cells += [
                         Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS
                     ]
-            if POPULATION_BUDGET in budgets:
+            if POPULATION_BUDGET in budgets_here:
                 cells.append(Cell(matrix, "all", "weak", POPULATION_BUDGET, seed))
     return cells
 
@@ -389,8 +394,12 @@ def main(argv: list[str] | None = None) -> None:
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}: the peer suite needs ../shared/data")
     matrices = args.matrices.split(",")
+    n_items = {m: load_matrix(m, args.data)[0].shape[1] for m in matrices}
     cells = grid(
-        matrices, [int(s) for s in args.seeds.split(",")], [int(b) for b in args.budgets.split(",")]
+        matrices,
+        [int(s) for s in args.seeds.split(",")],
+        [int(b) for b in args.budgets.split(",")],
+        n_items,
     )
     methods = args.only.split(",") if args.only else [*OURS, *PEERS]
     cache = Cache(args.cache)

@@ -134,7 +134,8 @@ def case_lines(table: dict, population_filter: Any, title_cols: str) -> list[str
             continue
         ours = methods.get(OURS, {})
         name, best = best_peer(methods)
-        mark = "" if not math.isfinite(best) or ours.get("mae", math.inf) <= best + MARGIN else " ✗"
+        mine = ours.get("mae", math.nan)
+        mark = " ✗" if math.isfinite(best) and math.isfinite(mine) and mine > best + MARGIN else ""
         cells = [_fmt(methods.get(m, {}).get("mae", math.nan)) for m in SHOWN]
         key = " | ".join(str(c) for c in _label(case, title_cols))
         lines.append(
