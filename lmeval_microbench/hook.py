@@ -53,6 +53,7 @@ from .reconstruct import (
     benchmark_order,
     bundle_estimator,
     full_size_of,
+    suite_of,
 )
 from .run_bundles import (
     BundleIndex,
@@ -495,11 +496,11 @@ def _averages(
 
     Models with the same number of benchmarks and level share one vectorised pass.
     """
-    per_model: dict[ModelId, dict[str, BenchmarkEstimate]] = defaultdict(dict)
+    per_model: dict[tuple[ModelId, str | None], dict[str, BenchmarkEstimate]] = defaultdict(dict)
     for found in estimates:
-        per_model[found.model][found.benchmark] = found
-    groups: dict[tuple[int, float], list[ModelId]] = defaultdict(list)
-    for model, found in per_model.items():
+        per_model[(found.model, suite_of(found.bundle, found.benchmark))][found.benchmark] = found
+    groups: dict[tuple[int, float], list[tuple[ModelId, str | None]]] = defaultdict(list)
+    for (model, suite), found in per_model.items():
         if len(found) < 2:
             continue
         levels = {e.estimate.level for e in found.values() if e.estimate is not None}
@@ -510,17 +511,16 @@ def _averages(
             )
             continue
         level = levels.pop() if levels else (options.level or 0.9)
-        groups[(len(found), level)].append(model)
+        groups[(len(found), level)].append((model, suite))
     averages = []
-    for (k, level), models in groups.items():
-        members = set(models)
+    for (k, level), keys in groups.items():
+        members = {model for model, _ in keys}
         wide = _bonferroni_estimates([r for r in scored if r.model in members], options, k, level)
-        for model in models:
-            ordered = {
-                b: per_model[model][b] for b in sorted(per_model[model], key=benchmark_order)
-            }
+        for model, suite in keys:
+            mine = per_model[(model, suite)]
+            ordered = {b: mine[b] for b in sorted(mine, key=benchmark_order)}
             bounds = {b: wide[(model, b)] for b in ordered}
-            averages.append(average_estimate(model, ordered, bounds, level))
+            averages.append(average_estimate(model, ordered, bounds, level, suite))
     return averages
 
 

@@ -194,16 +194,17 @@ def population_floor(values: np.ndarray, truth: np.ndarray, share: float = 0.05)
     """Per-item success rate of the weakest ``share`` of a population (for items without
     choices, e.g. gsm8k: the lowest plausible level of a model that cannot do the task).
 
-    The rate is smoothed, ``(right + 0.5) / (answered + 1)``, so it lies strictly inside
-    (0, 1): an item every weak model got right (a few of them, on an easy item) is not a
-    certain success for a guesser, and a chance level of 1 would make guessing and a perfect
-    model the same thing (and was refused, stopping the build).
+    A rate of 1 (every weak model right, a few of them on an easy item) is lowered to
+    ``(answered + 0.5) / (answered + 1)``: not a certain success for a guesser, since a
+    chance level of 1 would make guessing and a perfect model the same thing (and was
+    refused, stopping the build).
     """
     values = np.asarray(values, dtype=np.float64)
     count = max(1, round(share * values.shape[0]))
     weakest = values[np.argsort(np.asarray(truth), kind="stable")[:count]]
     answered = (~np.isnan(weakest)).sum(axis=0)
-    return (np.nansum(weakest, axis=0) + 0.5) / (answered + 1.0)
+    rate = np.nansum(weakest, axis=0) / np.maximum(answered, 1)
+    return np.minimum(rate, (answered + 0.5) / (answered + 1.0))
 
 
 def _marginal_loglik(

@@ -27,6 +27,7 @@ import numpy as np
 
 from ._io import atomic_path, sha256_bytes
 from ._types import Estimate, ItemId, MaybeEstimated, ModelId
+from .benchmarks import SUITES, column_order, shipped
 from .bundle import Bundle
 from .errors import InputError, ItemMismatchError
 from .estimators import estimator_from_state
@@ -100,21 +101,6 @@ def estimate_models(
     return records
 
 
-# ---------------------------------------------------------------------------- leaderboard
-OPENLLM_V1_BENCHMARKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
-"""The six benchmarks of the Open LLM Leaderboard v1, in the leaderboard's column order."""
-
-OPENLLM_V1_FULL_SIZES = {
-    "arc": 1172,
-    "hellaswag": 10042,
-    "mmlu": 14042,
-    "truthfulqa": 817,
-    "winogrande": 1267,
-    "gsm8k": 1319,
-}
-"""Items of each whole benchmark as the leaderboard ran it (test or validation split)."""
-
-
 # ---------------------------------------------------------------------------- per benchmark
 @dataclass(frozen=True)
 class BenchmarkEstimate(MaybeEstimated):
@@ -173,11 +159,15 @@ def _json_float(value: float) -> float | None:
 
 
 def full_size_of(bundle: Bundle) -> int | None:
-    return (
-        OPENLLM_V1_FULL_SIZES.get(bundle.benchmark)
-        if bundle.name.startswith("openllm-v1-")
-        else None
-    )
+    """Items of the whole benchmark a shipped bundle stands for (None: not a shipped one)."""
+    found = shipped(bundle.name, bundle.benchmark)
+    return None if found is None else found.full_size
+
+
+def suite_of(bundle_name: str, benchmark: str) -> str | None:
+    """The shipped suite a bundle belongs to (None: a user's own bundle)."""
+    found = shipped(bundle_name, benchmark)
+    return None if found is None else found.suite
 
 
 # ---------------------------------------------------------------------------- averages
@@ -192,8 +182,11 @@ class AverageEstimate:
     upper: float
     level: float
     method: str
+    suite: str | None
+    """The shipped suite the benchmarks belong to (None: other bundles)."""
     complete: bool
-    """True when the benchmarks are exactly the six of the Open LLM Leaderboard v1."""
+    """True when the benchmarks are exactly the suite's (all six of the Open LLM Leaderboard
+    v1, say)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -204,7 +197,8 @@ class AverageEstimate:
             "upper": _json_float(self.upper),
             "level": self.level,
             "method": self.method,
-            "complete_openllm_v1": self.complete,
+            "suite": self.suite,
+            "complete": self.complete,
         }
 
 
@@ -213,6 +207,7 @@ def average_estimate(
     per_benchmark: Mapping[str, BenchmarkEstimate],
     bonferroni: Mapping[str, Estimate | None],
     level: float,
+    suite: str | None = None,
 ) -> AverageEstimate:
     """The unweighted mean of the estimates; the interval averages Bonferroni intervals.
 
@@ -238,7 +233,8 @@ def average_estimate(
         level=level,
         method=f"mean of the {len(names)} estimates; interval = mean of their Bonferroni "
         f"intervals at level {1 - (1 - level) / len(names):.4f} each",
-        complete=set(names) == set(OPENLLM_V1_BENCHMARKS),
+        suite=suite,
+        complete=suite is not None and set(names) == set(SUITES[suite].benchmarks),
     )
 
 
@@ -263,17 +259,28 @@ class Reconstruction:
 
     @property
     def benchmarks(self) -> list[str]:
-        found = {e.benchmark for e in self.estimates}
-        ordered = [b for b in OPENLLM_V1_BENCHMARKS if b in found]
-        return ordered + sorted(found - set(ordered))
+        return column_order({e.benchmark for e in self.estimates})
 
     def get(self, model: ModelId, benchmark: str) -> BenchmarkEstimate | None:
         return next(
             (e for e in self.estimates if e.model == model and e.benchmark == benchmark), None
         )
 
-    def average(self, model: ModelId) -> AverageEstimate | None:
-        return next((a for a in self.averages if a.model == model), None)
+    def average(self, model: ModelId, suite: str | None = None) -> AverageEstimate | None:
+        """The model's average over the benchmarks of ``suite`` (default: its first)."""
+        found = self.averages_of(model)
+        if suite is not None:
+            found = [a for a in found if a.suite == suite]
+        return found[0] if found else None
+
+    def averages_of(self, model: ModelId) -> list[AverageEstimate]:
+        return [a for a in self.averages if a.model == model]
+
+    @property
+    def average_suites(self) -> list[str | None]:
+        """The suites averaged over, in registry order (None last: other bundles)."""
+        found = {a.suite for a in self.averages}
+        return [s for s in SUITES if s in found] + ([None] if None in found else [])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -286,6 +293,7 @@ class Reconstruction:
                         if (found := self.get(model, bm)) is not None
                     },
                     "average": None if (a := self.average(model)) is None else a.to_dict(),
+                    "averages": [a.to_dict() for a in self.averages_of(model)],
                     "joint": None
                     if model not in self.joint
                     else {
@@ -309,7 +317,9 @@ class Reconstruction:
         (every score column says so in its header: lm-eval's own table shows fractions)."""
         benchmarks = self.benchmarks
         joint = bool(self.joint)
-        columns = [*benchmarks, "average", *([JOINT_COLUMN] if joint else [])]
+        suites = self.average_suites
+        averages = [self._average_column(s, len(suites)) for s in suites] or ["average"]
+        columns = [*benchmarks, *averages, *([JOINT_COLUMN] if joint else [])]
         header = ["model", *(f"{name} {UNIT}" for name in columns)]
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for model in self.models:
@@ -317,15 +327,22 @@ class Reconstruction:
             for bm in benchmarks:
                 found = self.get(model, bm)
                 cells.append("" if found is None else _marked_cell(found))
-            average = self.average(model)
-            cells.append(
-                "" if average is None else _cell(average.value, average.lower, average.upper)
-            )
+            for suite in suites or [None]:
+                average = next((a for a in self.averages_of(model) if a.suite == suite), None)
+                cells.append(
+                    "" if average is None else _cell(average.value, average.lower, average.upper)
+                )
             if joint:
                 found = self.joint.get(model, {}).get("average")
                 cells.append("" if found is None else _cell(found.value, found.lower, found.upper))
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n\n" + self._legend() + "\n"
+
+    @staticmethod
+    def _average_column(suite: str | None, n_suites: int) -> str:
+        if n_suites == 1:
+            return "average"
+        return f"average {suite}" if suite is not None else "average (other bundles)"
 
     def _items_scored(self, benchmark: str) -> str:
         """``arc 50 of 1,172``: the items scored (a range over models) of the full benchmark,
@@ -355,11 +372,13 @@ class Reconstruction:
             f"scored: {', '.join(parts)}."
         )
         if self.averages:
-            k = len(self.averages[0].benchmarks)
+            first = self.averages[0]
+            k = len(first.benchmarks)
+            whole = first.suite is None or first.complete
             text += (
                 f" average = mean of the {k} estimates"
-                + ("" if self.averages[0].complete else " (not all six leaderboard benchmarks)")
-                + ", interval from Bonferroni intervals of each (conservative)."
+                + ("" if whole else f" (not all benchmarks of {SUITES[first.suite].title})")
+                + " of a suite, interval from Bonferroni intervals of each (conservative)."
             )
         if self.joint:
             text += (
@@ -394,7 +413,8 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def benchmark_order(name: str) -> tuple[int, str]:
-    order = OPENLLM_V1_BENCHMARKS
+    """Sort key of benchmarks: suites in registry order, each in its column order."""
+    order = [b for s in SUITES.values() for b in s.benchmarks]
     return (order.index(name), name) if name in order else (len(order), name)
 
 

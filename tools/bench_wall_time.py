@@ -29,11 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lmeval_microbench._io import atomic_path  # noqa: E402
+from lmeval_microbench.benchmarks import BENCHMARKS, SUITES  # noqa: E402
 from lmeval_microbench.cli.demo import load_smollm2, smollm2_model_args  # noqa: E402
-from lmeval_microbench.reconstruct import (  # noqa: E402
-    OPENLLM_V1_BENCHMARKS,
-    OPENLLM_V1_FULL_SIZES,
-)
+
+OPENLLM_V1_BENCHMARKS = SUITES["openllm_v1"].benchmarks
 
 CHEAPEST_FIRST = ("winogrande", "truthfulqa", "mmlu", "gsm8k", "hellaswag", "arc")
 
@@ -87,7 +86,7 @@ def time_task(lm: Any, manager: Any, bm: str) -> dict[str, Any]:
     cpu = time.process_time() - cpu_before
     found = results["results"][task]
     items = int(results["n-samples"][task]["effective"])
-    full = OPENLLM_V1_FULL_SIZES[bm]
+    full = BENCHMARKS[bm].full_size
     per_item = seconds / items
     return {
         "benchmark": bm,

