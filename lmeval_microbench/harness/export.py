@@ -29,7 +29,7 @@ from .._io import write_text_if_changed
 from ..bundle import BUNDLE_FILE, Bundle, load_bundle, save_bundle
 from ..errors import BundleError, InputError
 from .docs import ITEMS_JSONL, check_docs_match_bundle, write_docs
-from .hooks import ESTIMATE_METRICS, PROCESSORS
+from .hooks import ESTIMATE_METRICS, HELPERS, PROCESSORS
 
 HOOKS_MODULE = "microbench_hooks"
 """Module name of the generated shim beside the YAMLs."""
@@ -66,6 +66,15 @@ class TaskSpec:
     filter_list
         lm-eval ``filter_list`` applied to generated text before scoring (one entry: the
         filter the bundle's scores went through), or None.
+    fields
+        ``(key, YAML value)`` pairs replacing the ``doc_to_*`` lines the output type implies:
+        a task that runs lm-eval's own prompt functions (the leaderboard v2 tasks).
+    aggregations
+        Per reported metric, the hook that aggregates it (default: lm-eval's ``mean``).
+    metadata
+        More ``metadata`` entries (what the task was derived from).
+    num_fewshot_comment
+        The comment beside ``num_fewshot: 0``.
     """
 
     task: str
@@ -79,6 +88,10 @@ class TaskSpec:
     tags: tuple[str, ...] = field(default_factory=tuple)
     target_delimiter: str = " "
     filter_list: Sequence[Mapping[str, Any]] | None = None
+    fields: tuple[tuple[str, str], ...] | None = None
+    aggregations: Mapping[str, str] | None = None
+    metadata: Mapping[str, Any] | None = None
+    num_fewshot_comment: str = "the few-shot examples are part of each document's context"
 
     def __post_init__(self) -> None:
         if self.output_type not in OUTPUT_TYPES:
@@ -136,6 +149,8 @@ def _function(name: str) -> str:
 
 
 def _fields(spec: TaskSpec) -> list[str]:
+    if spec.fields is not None:
+        return [f"{key}: {value}" for key, value in spec.fields]
     if spec.output_type == "generate_until":
         return ["doc_to_text: context", "doc_to_target: answer"]
     if spec.multiple_input:  # doc_to_text yields the gold index: lm-eval's multiple-input mode
@@ -157,7 +172,7 @@ def task_yaml(spec: TaskSpec, bundle: Bundle) -> str:
         f"output_type: {spec.output_type}",
         *_fields(spec),
         f"target_delimiter: {_q(spec.target_delimiter)}",
-        "num_fewshot: 0  # the few-shot examples are part of each document's context",
+        f"num_fewshot: 0  # {spec.num_fewshot_comment}",
     ]
     if spec.generation_kwargs is not None:
         lines.append("generation_kwargs:")
@@ -166,8 +181,10 @@ def task_yaml(spec: TaskSpec, bundle: Bundle) -> str:
         lines.append(f"filter_list: {_q([dict(entry) for entry in spec.filter_list])}")
     lines.append(f"process_results: {_function(spec.process_results)}")
     lines.append("metric_list:")
+    aggregations = spec.aggregations or {}
     for metric in spec.metrics:
-        lines += [f"  - metric: {metric}", "    aggregation: mean", "    higher_is_better: true"]
+        how = _function(aggregations[metric]) if metric in aggregations else "mean"
+        lines += [f"  - metric: {metric}", f"    aggregation: {how}", "    higher_is_better: true"]
     for metric in ESTIMATE_METRICS:
         lines += [
             f"  - metric: {metric}",
@@ -180,6 +197,7 @@ def task_yaml(spec: TaskSpec, bundle: Bundle) -> str:
         f"  bundle: {_q(bundle.name)}",
         f"  estimated_metric: {_q(bundle.metric.name)}",
     ]
+    lines += [f"  {key}: {_q(value)}" for key, value in (spec.metadata or {}).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -203,7 +221,7 @@ def group_yaml(spec: GroupSpec) -> str:
 
 def hooks_module() -> str:
     """Source of the generated ``microbench_hooks.py`` shim."""
-    exported = [*PROCESSORS, *ESTIMATE_METRICS]
+    exported = [*PROCESSORS, *ESTIMATE_METRICS, *HELPERS]
     assignments = "\n".join(f"{name} = hooks.{name}" for name in exported)
     return f'''"""lm-eval hooks of the micro-benchmark tasks in this folder.
 

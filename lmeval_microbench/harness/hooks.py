@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ import numpy as np
 
 from ..bundle import load_bundle
 from ..errors import InputError
+from . import leaderboard_tasks
 from .docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
-from .estimates import EstimateOptions, estimate_run, logged_warnings, register_bundle
+from .estimates import EstimateOptions, estimate_run, logged_warnings, logger, register_bundle
+from .leaderboard_tasks import ifeval_results
 
 LMEVAL_TASK_LOGGER = "lm_eval.api.task"
 """The logger of lm-eval's ``Task`` classes (0.4.9 to 0.4.13)."""
@@ -45,8 +48,20 @@ PROCESSORS: dict[str, tuple[tuple[str, ...], str]] = {
     "process_mc1": (("mc1",), "mc1"),
     "process_gsm8k": (("exact_match",), "exact_match"),
     "process_exact_match": (("exact_match",), "exact_match"),
+    "process_ifeval": (
+        (
+            "prompt_level_strict_acc",
+            "inst_level_strict_acc",
+            "prompt_level_loose_acc",
+            "inst_level_loose_acc",
+        ),
+        "prompt_level_strict_acc",
+    ),
 }
 """Each ``process_*`` hook: the per-item metrics it reports and the one its estimate uses."""
+
+HELPERS = ("musr_doc_to_text", "agg_inst_level_acc")
+"""Other functions task YAMLs name: lm-eval's own leaderboard code (:mod:`.leaderboard_tasks`)."""
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -118,12 +133,31 @@ def load_docs(
     folder = Path(base_dir) / microbench_items
     items_path = folder / ITEMS_JSONL
     with logged_warnings():  # e.g. an old bundle format: one line in lm-eval's log
+        _check_leaderboard_code(_ignored, microbench_items)
         bundle = load_bundle(folder)
         dataset = datasets.Dataset.from_list(read_docs(items_path))
         # check the documents as lm-eval will see (and log) them, after the Arrow round trip
         check_docs_match_bundle(bundle, list(dataset), where=str(items_path))
         register_bundle(bundle, options)
     return datasets.DatasetDict({"test": dataset})
+
+
+def _check_leaderboard_code(metadata: Mapping[str, Any], where: str) -> None:
+    """Warn when lm-eval's leaderboard task code differs from what the task was built with.
+
+    A task derived from lm-eval's own leaderboard task records it (``leaderboard_task``) and
+    the sha256 of its defining files (``leaderboard_sha256``) in its metadata, which lm-eval
+    passes here with the dataset options.
+    """
+    name = metadata.get("leaderboard_task")
+    if not name:
+        return
+    recorded = metadata.get("leaderboard_sha256")
+    found = leaderboard_tasks.check_definitions(
+        str(name), recorded if isinstance(recorded, Mapping) else None, f"microbench_{where}"
+    )
+    if found:
+        warnings.warn(found, stacklevel=2)
 
 
 def _as_float(value: float | str, name: str) -> float:
@@ -219,6 +253,39 @@ def process_gsm8k(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, A
     """``exact_match`` of the final answer (leaderboard rule, see :func:`gsm8k_final_answer`)."""
     score = gsm8k_exact_match(doc, str(results[0]))
     return {"exact_match": score, **_estimate_values(doc, "exact_match", score)}
+
+
+def process_ifeval(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+    """lm-eval's ``leaderboard_ifeval`` scores; the estimate uses ``prompt_level_strict_acc``.
+
+    A response lm-eval's checks cannot score (they raise) is reported as missing, never as a
+    failure: NaN for lm-eval's metrics and no estimate tuple, so the estimate is NaN (or
+    imputed with ``microbench_allow_missing``) with a warning naming the item.
+    """
+    try:
+        scores = ifeval_results(doc, results)
+    except Exception as exc:  # lm-eval's checks raise for some responses (langdetect, ...)
+        logger.warning(
+            "item %r (bundle %r): lm-eval's IFEval checks could not score the response "
+            "(%s: %s); the item counts as missing",
+            doc.get("item_id"),
+            doc.get("bundle"),
+            type(exc).__name__,
+            str(exc).splitlines()[0][:200] if str(exc) else "",
+        )
+        return dict.fromkeys(PROCESSORS["process_ifeval"][0], float("nan"))
+    strict = float(scores["prompt_level_strict_acc"])
+    return {**scores, **_estimate_values(doc, "prompt_level_strict_acc", strict)}
+
+
+def musr_doc_to_text(doc: Mapping[str, Any]) -> str:
+    """lm-eval's ``leaderboard_musr`` prompt (``doc_to_text``)."""
+    return leaderboard_tasks.musr_doc_to_text(doc)
+
+
+def agg_inst_level_acc(items: Sequence[Any]) -> float:
+    """lm-eval's aggregation of IFEval's instruction-level accuracies."""
+    return leaderboard_tasks.agg_inst_level_acc(items)
 
 
 def process_exact_match(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
