@@ -65,7 +65,13 @@ from .run_bundles import (
     parse_task_map,
 )
 from .run_match import FOREIGN_ID_FIELDS, OWN_FIELDS, LoggedSamples, RunMatch, match_run
-from .run_scores import METRIC_ALIASES, PREFERRED_FILTER, TaskScores, read_task_scores
+from .run_scores import (
+    METRIC_ALIASES,
+    PREFERRED_FILTER,
+    TaskScores,
+    merge_split_runs,
+    read_task_scores,
+)
 
 __all__ = [
     "FOREIGN_ID_FIELDS",
@@ -355,6 +361,7 @@ def _reconstruct(
             f"no micro-benchmark runs under {preview(_as_list(paths))}: no samples file belongs "
             f"to a known bundle (skipped: {preview(skipped)}); pass --bundle DIR or --task-map"
         )
+    scored = merge_split_runs(scored)
     _check_one_run_per_benchmark(scored)
     estimates: list[BenchmarkEstimate] = []
     by_bundle: dict[str, list[TaskScores]] = defaultdict(list)

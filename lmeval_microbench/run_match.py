@@ -39,6 +39,11 @@ FOREIGN_ID_FIELDS = ("mb_sub_idx", "metabench_idx", *DEFAULT_ID_FIELDS)
 are never taken as evidence that two documents hold the same question."""
 
 OWN_FIELDS = ("item_id", "bundle")
+SCORING_FIELDS = ("benchmark", "options", "gold", "context", "contexts", "continuation")
+"""Fields our documents add for our scoring hooks, never part of the original dataset."""
+RECORD_ID_FIELD = "doc_id"
+"""lm-eval's own number of a document (its row in the dataset split), logged beside it: the
+ids of the leaderboard v2 matrices (``ifeval.{doc_id}``, ``musr.{subtask}.{doc_id}``)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def compare_content(logged: LoggedSamples, match: RunMatch) -> ContentCheck | No
     for item in match.ref.bundle.item_ids:
         if item not in docs:
             continue
-        source = shipped[item].get("source") or {}
+        source = shipped[item].get("source") or _original_fields(shipped[item])
         shared = [key for key in source if key in docs[item] and key not in ids]
         changed = [key for key in shared if not _same_field(source[key], docs[item][key])]
         if changed:
@@ -137,6 +142,12 @@ def compare_content(logged: LoggedSamples, match: RunMatch) -> ContentCheck | No
         else:
             unverifiable.append(item)
     return ContentCheck(tuple(verified), tuple(differing), tuple(unverifiable))
+
+
+def _original_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A shipped document's fields of the original dataset: the documents of tasks that run
+    lm-eval's own task code (the leaderboard v2 tasks) keep them at the top level."""
+    return {k: v for k, v in doc.items() if k not in (*OWN_FIELDS, *SCORING_FIELDS)}
 
 
 def _logged_prompts(record: Record) -> set[str] | None:
@@ -225,15 +236,31 @@ def check_foreign_content(logged: LoggedSamples, match: RunMatch, where: str) ->
 
 # ---------------------------------------------------------------------------- matching
 def _coverage_match(logged: LoggedSamples, ref: BundleRef) -> tuple[RunMatch, int] | None:
-    """The id field and prefix under which most of the bundle's items are in the file."""
+    """The id field and prefix under which most of the bundle's items are in the file.
+
+    Fields are the documents' id fields, then lm-eval's ``doc_id``; prefixes none, the
+    benchmark's (``ifeval.``) and the benchmark's with the rest of the task name after it
+    (``musr.murder_mysteries.`` for ``leaderboard_musr_murder_mysteries``).
+    """
     best: tuple[RunMatch, int] | None = None
-    for id_field in (f for f in FOREIGN_ID_FIELDS if f in logged.first_doc):
-        for prefix in ("", f"{ref.bundle.benchmark}."):
+    fields = [f for f in FOREIGN_ID_FIELDS if f in logged.first_doc]
+    if RECORD_ID_FIELD in logged.records[0].data:
+        fields.append(RECORD_ID_FIELD)
+    for id_field in fields:
+        for prefix in _prefixes(ref.bundle.benchmark, logged.task):
             ids = logged.records_by_id(id_field, prefix)
             found = sum(item in ids for item in ref.bundle.item_ids)
             if found and (best is None or found > best[1]):
                 best = (RunMatch(ref, id_field, prefix, own=False), found)
     return best
+
+
+def _prefixes(benchmark: str, task: str) -> list[str]:
+    prefixes = ["", f"{benchmark}."]
+    _, found, rest = task.partition(f"{benchmark}_")
+    if found and rest:
+        prefixes.append(f"{benchmark}.{rest}.")
+    return prefixes
 
 
 def tokens(text: str) -> set[str]:

@@ -9,12 +9,13 @@ by item id (:mod:`.collect`), never by position.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ._types import ItemId, ModelId
+from .benchmarks import settings_warning, shipped
 from .bundle import verify_items
 from .collect import Record, SamplesRun, ScoreOptions, preview, scores_from_records
 from .errors import InputError, ItemMismatchError
@@ -87,6 +88,20 @@ def _check_run_metadata(run: SamplesRun, match: RunMatch, where: str) -> None:
         )
 
 
+def _check_settings(run: SamplesRun, match: RunMatch, where: str) -> None:
+    """A run with a chat template (or few-shot as multi-turn) that no source model of a
+    shipped bundle used, or without one that all used, is told so (the results json says
+    how the run was made)."""
+    found = shipped(match.ref.bundle.name, match.ref.bundle.benchmark)
+    results = run.results
+    if found is None or results is None:
+        return
+    chat = results.get("chat_template") is not None
+    message = settings_warning(found, chat, bool(results.get("fewshot_as_multiturn")))
+    if message:
+        note(f"{where}: {message}", stacklevel=4)
+
+
 def _check_own_content(match: RunMatch, hashes: Mapping[ItemId, str | None], where: str) -> None:
     """Changed content hashes are an error naming the items (missing ones are handled apart)."""
     bundle = match.ref.bundle
@@ -96,6 +111,19 @@ def _check_own_content(match: RunMatch, hashes: Mapping[ItemId, str | None], whe
         verify_items(bundle, logged)
     except ItemMismatchError as exc:
         raise ItemMismatchError(f"{where}: {exc}") from exc
+
+
+def _note_other_documents(scores: Mapping[ItemId, float], bundle: Any, where: str) -> None:
+    """A foreign run of more than the bundle's items (the whole benchmark) is read for the
+    bundle's items only: say so, it is what the estimate rests on."""
+    mine = sum(item in scores for item in bundle.item_ids)
+    if len(scores) > mine:
+        note(
+            f"{where}: read the {mine} of its {len(scores)} documents that are items of bundle "
+            f"{bundle.name!r}; the others are not used (the estimate is the bundle's, from "
+            "those items alone)",
+            stacklevel=4,
+        )
 
 
 # ---------------------------------------------------------------------------- reading a run
@@ -163,6 +191,7 @@ def read_task_scores(logged: LoggedSamples, model: ModelId, match: RunMatch) -> 
     """One samples file's scores on its bundle's items, checked (content, metadata)."""
     run, where = logged.run, str(logged.path)
     _check_run_metadata(run, match, where)
+    _check_settings(run, match, where)
     options = ScoreOptions(
         metric=_metric_for(match, logged.records[0]),
         filter=_filter_for(match, logged),
@@ -186,6 +215,7 @@ def read_task_scores(logged: LoggedSamples, model: ModelId, match: RunMatch) -> 
         _check_own_content(match, hashes, where)
     else:
         check_foreign_content(logged, match, where)
+        _note_other_documents(sample.scores, bundle, where)
     scores = {item: sample.scores[item] for item in bundle.item_ids if item in sample.scores}
     missing = [item for item in bundle.item_ids if item not in sample.scores]
     return TaskScores(
@@ -200,3 +230,43 @@ def read_task_scores(logged: LoggedSamples, model: ModelId, match: RunMatch) -> 
         run_options=_run_options(run),
         in_run=_in_run_estimate(run) if match.own else None,
     )
+
+
+def merge_split_runs(scored: Sequence[TaskScores]) -> list[TaskScores]:
+    """One run per model and bundle: files that hold disjoint parts of a bundle's items
+    (lm-eval's ``leaderboard_musr`` writes one samples file per subtask) are merged.
+
+    Only runs of other tasks than ours are merged (ours hold a whole bundle each), and only
+    when no item is in two of them; anything else is left for the one-run-per-benchmark
+    check to report. Items in none of the files stay missing, named by the estimate's
+    warning, with the files that were read.
+    """
+    groups: dict[tuple[ModelId, str], list[TaskScores]] = {}
+    for run in scored:
+        groups.setdefault((run.model, run.match.ref.bundle.name), []).append(run)
+    merged: list[TaskScores] = []
+    for runs in groups.values():
+        items = [item for run in runs for item in run.scores]
+        if len(runs) == 1 or any(r.match.own for r in runs) or len(items) != len(set(items)):
+            merged += runs
+            continue
+        scores = {item: score for run in runs for item, score in run.scores.items()}
+        bundle = runs[0].match.ref.bundle
+        missing = [item for item in bundle.item_ids if item not in scores]
+        if missing:
+            note(
+                f"model {runs[0].model!r}: bundle {bundle.name!r} read from {len(runs)} files "
+                f"({', '.join(r.task for r in runs)}); {len(missing)} of its items are in "
+                "none of them (a subtask not run?)",
+                stacklevel=3,
+            )
+        merged.append(
+            replace(
+                runs[0],
+                task="+".join(r.task for r in runs),
+                scores=scores,
+                missing=missing,
+                in_run=None,
+            )
+        )
+    return merged
