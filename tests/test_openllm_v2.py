@@ -1,0 +1,213 @@
+"""The Open LLM Leaderboard v2 micro tasks (IFEval, MuSR) and the benchmark registry."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lmeval_microbench import benchmarks
+from lmeval_microbench.benchmarks import BENCHMARKS, SUITES, Benchmark, Suite, settings_warning
+from lmeval_microbench.bundle import load_bundle
+from lmeval_microbench.harness import hooks, include_path
+from lmeval_microbench.harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
+from lmeval_microbench.harness.leaderboard_tasks import (
+    check_definitions,
+    definition_hashes,
+    musr_doc_to_text,
+)
+from lmeval_microbench.hook import reconstruct_runs
+from lmeval_microbench.reconstruct import full_size_of
+
+SUITE = include_path() / "openllm_v2"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def task_yaml(name: str) -> dict:
+    text = (SUITE / f"microbench_{name}.yaml").read_text()
+    return yaml.load(text, Loader=_Loader)  # our own files; !function tags kept as text
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_Loader.add_constructor("!function", lambda loader, node: f"!function {node.value}")
+
+
+# ---------------------------------------------------------------------------- registry
+def test_every_shipped_benchmark_is_registered_and_its_bundle_agrees():
+    for suite in SUITES.values():
+        for name in suite.benchmarks:
+            found = BENCHMARKS[name]
+            bundle = load_bundle(include_path() / suite.folder / name)
+            assert bundle.name.startswith(suite.bundle_prefix) and bundle.benchmark == name
+            assert bundle.metric.name == found.metric
+            assert full_size_of(bundle) == found.full_size
+            assert (include_path() / suite.folder / f"{found.micro_task}.yaml").is_file()
+        assert (include_path() / suite.folder / f"{suite.group}.yaml").is_file()
+
+
+def test_a_new_benchmark_is_one_entry(monkeypatch, tmp_path):
+    """A dummy benchmark registered in a dummy suite: reconstruction knows its full size,
+    orders it and averages it with its suite, from the registry entry alone."""
+    entry = Benchmark("toy", "toys", 1234, "acc", "toy_task", 0.5, "toys/toy.parquet")
+    other = Benchmark("toy2", "toys", 99, "acc", "toy2_task", 0.5, "toys/toy2.parquet")
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "toy", entry)
+    monkeypatch.setitem(benchmarks.BENCHMARKS, "toy2", other)
+    monkeypatch.setitem(
+        benchmarks.SUITES,
+        "toys",
+        Suite("toys", "Toys", "toys", "microbench_toys", "toys-v1-", ("toy2", "toy")),
+    )
+
+    class Named:
+        def __init__(self, name, benchmark):
+            self.name, self.benchmark = name, benchmark
+
+    assert full_size_of(Named("toys-v1-toy-10-random", "toy")) == 1234
+    assert full_size_of(Named("mine-toy-10-random", "toy")) is None  # not the suite's bundle
+    assert benchmarks.column_order(["toy", "mmlu", "toy2", "zzz"]) == ["mmlu", "toy2", "toy", "zzz"]
+
+
+def test_settings_warnings_follow_the_sources():
+    v1, v2 = BENCHMARKS["mmlu"], BENCHMARKS["ifeval"]
+    assert "with chat template" in settings_warning(
+        v1, chat_template=True, fewshot_as_multiturn=False
+    )
+    assert settings_warning(v1, chat_template=False, fewshot_as_multiturn=False) is None
+    assert settings_warning(v2, chat_template=True, fewshot_as_multiturn=True) is None
+    assert settings_warning(v2, chat_template=False, fewshot_as_multiturn=False) is None
+
+
+# ---------------------------------------------------------------------------- shipped files
+@pytest.mark.parametrize("name", ["ifeval", "musr"])
+def test_shipped_documents_bundle_and_yaml_agree(name):
+    bundle = load_bundle(SUITE / name)
+    docs = read_docs(SUITE / name / ITEMS_JSONL)
+    check_docs_match_bundle(bundle, docs, where=name)
+    assert bundle.budget <= 50 and bundle.license in ("apache-2.0", "cc-by-4.0")
+    config = task_yaml(name)
+    assert config["metadata"]["bundle"] == bundle.name
+    assert config["metadata"]["leaderboard_sha256"] == definition_hashes(name)
+    prefix = "ifeval." if name == "ifeval" else "musr."
+    assert all(item.startswith(prefix) for item in bundle.item_ids)  # the matrix ids
+
+
+def test_musr_documents_render_through_lm_evals_own_prompt():
+    doc = read_docs(SUITE / "musr" / ITEMS_JSONL)[0]
+    text = musr_doc_to_text(doc)
+    assert text.startswith(doc["narrative"]) and text.endswith("Answer:")
+    assert all(f"{k + 1} - {option}" in text for k, option in enumerate(doc["options"]))
+
+
+def test_ifeval_scores_come_from_lm_evals_checks_offline():
+    doc = next(d for d in read_docs(SUITE / "ifeval" / ITEMS_JSONL)
+               if d["instruction_id_list"] == ["punctuation:no_comma"])  # fmt: skip
+    right = hooks.process_ifeval(doc, ["A reply without any comma at all."])
+    wrong = hooks.process_ifeval(doc, ["A reply, with commas, everywhere."])
+    assert right["prompt_level_strict_acc"] is True or right["prompt_level_strict_acc"] == 1
+    assert not wrong["prompt_level_strict_acc"]
+    assert right["estimate"] == (doc["bundle"], doc["item_id"], "prompt_level_strict_acc", 1.0)
+
+
+def test_a_response_the_checks_cannot_score_is_missing_not_wrong(monkeypatch, caplog):
+    doc = read_docs(SUITE / "ifeval" / ITEMS_JSONL)[0]
+
+    def broken(doc, results):
+        raise ValueError("cannot detect language")
+
+    monkeypatch.setattr(hooks, "ifeval_results", broken)
+    with caplog.at_level(logging.WARNING, logger="lmeval_microbench.harness"):
+        out = hooks.process_ifeval(doc, ["???"])
+    assert "estimate" not in out and all(v != v for v in out.values())  # NaN, no estimate tuple
+    assert doc["item_id"] in caplog.text and "counts as missing" in caplog.text
+
+
+def test_changed_lm_eval_code_is_reported():
+    recorded = {**definition_hashes("musr"), "utils.py": "0" * 64}
+    found = check_definitions("musr", recorded, "microbench_musr")
+    assert "['utils.py'] differ" in found
+    assert check_definitions("musr", definition_hashes("musr"), "microbench_musr") is None
+
+
+# ---------------------------------------------------------------------------- lm-eval runs
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Plain ``lm-eval run`` of both tasks on a random-weights GPT-2, offline."""
+    from lmeval_microbench.harness.tiny import build_random_gpt2
+
+    root = tmp_path_factory.mktemp("v2")
+    model = build_random_gpt2(root / "gpt2")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    command = [
+        sys.executable, "-m", "lm_eval", "run", "--model", "hf",
+        "--model_args", f"pretrained={model},dtype=float32",
+        "--tasks", "microbench_openllm_v2", "--gen_kwargs", "max_gen_toks=16",
+        "--batch_size", "8", "--log_samples", "--output_path", str(root / "out"),
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root / "out", done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_plain_lm_eval_runs_both_tasks_and_reports_estimates(tiny_run):
+    out, _ = tiny_run
+    (results_file,) = out.rglob("results_*.json")
+    results = json.loads(results_file.read_text())["results"]
+    for task in ("microbench_ifeval", "microbench_musr"):
+        found = results[task]
+        assert 0 <= found["estimate_lower,none"] <= found["estimate,none"] <= 1
+        assert found["estimate_upper,none"] >= found["estimate,none"]
+    assert 0 <= results["microbench_ifeval"]["prompt_level_strict_acc,none"] <= 1
+    assert "microbench_openllm_v2" in results
+
+
+@pytest.mark.slow
+def test_reconstruct_recomputes_the_in_run_estimates_and_the_suite_average(tiny_run):
+    out, _ = tiny_run
+    result = reconstruct_runs(out, progress=False)
+    assert {e.benchmark for e in result.estimates} == {"ifeval", "musr"}
+    for found in result.estimates:
+        assert found.in_run is not None
+        assert found.value == pytest.approx(found.in_run["value"], abs=1e-9)
+        assert found.full_size == BENCHMARKS[found.benchmark].full_size
+    (average,) = result.averages
+    assert average.suite == "openllm_v2" and average.complete
+    assert result.joint  # the suite's joint.json served the model
+
+
+@pytest.mark.slow
+def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
+    """The shipped folder is what the tool writes (recipe, items, hashes, YAMLs)."""
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1764115200"}
+    command = [
+        sys.executable,
+        str(REPO / "tools" / "build_openllm_v2.py"),
+        "--data",
+        str(shared_data / "openllm_v2"),
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in (
+        "microbench_ifeval.yaml",
+        "microbench_musr.yaml",
+        "ifeval/items.jsonl",
+        "musr/items.jsonl",
+        "microbench_openllm_v2.yaml",
+    ):
+        assert (tmp_path / name).read_text() == (SUITE / name).read_text(), name
+    for name in ("ifeval", "musr"):
+        rebuilt, shipped = load_bundle(tmp_path / name), load_bundle(SUITE / name)
+        assert (
+            rebuilt.item_ids == shipped.item_ids and rebuilt.subset.method == shipped.subset.method
+        )
