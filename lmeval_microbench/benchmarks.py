@@ -11,8 +11,9 @@ here, so adding a benchmark is one entry plus its bundle.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import InputError
 
@@ -155,14 +156,31 @@ def column_order(names: Iterable[str]) -> list[str]:
     return ordered + sorted(names - set(ordered))
 
 
+def recorded_settings(reliability: Mapping[str, Any], found: Benchmark) -> SourceSettings:
+    """The source settings a bundle records (``reliability["source_settings"]``), else the
+    registry's for its benchmark."""
+    given = reliability.get("source_settings")
+    if not isinstance(given, Mapping):
+        return found.settings
+    return SourceSettings(
+        str(given.get("chat_template", "never")),
+        str(given.get("fewshot_as_multiturn", "never")),
+        str(given.get("note", "")),
+    )
+
+
 def settings_warning(
-    found: Benchmark, chat_template: bool, fewshot_as_multiturn: bool
+    found: Benchmark,
+    chat_template: bool,
+    fewshot_as_multiturn: bool,
+    settings: SourceSettings | None = None,
 ) -> str | None:
     """A one-line warning when a run used settings none of the benchmark's sources used."""
+    settings = settings or found.settings
     used = {"chat template": chat_template, "few-shot as multi-turn": fewshot_as_multiturn}
     source = {
-        "chat template": found.settings.chat_template,
-        "few-shot as multi-turn": found.settings.fewshot_as_multiturn,
+        "chat template": settings.chat_template,
+        "few-shot as multi-turn": settings.fewshot_as_multiturn,
     }
     off = [
         name
@@ -174,5 +192,5 @@ def settings_warning(
     how = " and ".join(f"{'with' if used[n] else 'without'} {n}" for n in off)
     return (
         f"{found.micro_task}: run {how}, unlike every source model of its bundle "
-        f"({found.settings.note}); its estimate assumes the sources' prompts"
+        f"({settings.note}); its estimate assumes the sources' prompts"
     )

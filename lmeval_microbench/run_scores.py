@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._types import ItemId, ModelId
-from .benchmarks import settings_warning, shipped
+from .benchmarks import recorded_settings, settings_warning, shipped
 from .bundle import verify_items
 from .collect import Record, SamplesRun, ScoreOptions, preview, scores_from_records
 from .errors import InputError, ItemMismatchError
@@ -92,12 +92,14 @@ def _check_settings(run: SamplesRun, match: RunMatch, where: str) -> None:
     """A run with a chat template (or few-shot as multi-turn) that no source model of a
     shipped bundle used, or without one that all used, is told so (the results json says
     how the run was made)."""
-    found = shipped(match.ref.bundle.name, match.ref.bundle.benchmark)
+    bundle = match.ref.bundle
+    found = shipped(bundle.name, bundle.benchmark)
     results = run.results
     if found is None or results is None:
         return
     chat = results.get("chat_template") is not None
-    message = settings_warning(found, chat, bool(results.get("fewshot_as_multiturn")))
+    settings = recorded_settings(bundle.reliability, found)
+    message = settings_warning(found, chat, bool(results.get("fewshot_as_multiturn")), settings)
     if message:
         note(f"{where}: {message}", stacklevel=4)
 

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -210,4 +211,30 @@ def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
         rebuilt, shipped = load_bundle(tmp_path / name), load_bundle(SUITE / name)
         assert (
             rebuilt.item_ids == shipped.item_ids and rebuilt.subset.method == shipped.subset.method
+        )
+
+
+@pytest.mark.parametrize(
+    ("suite", "name", "chat", "warns"),
+    [("openllm_v1", "mmlu", True, True), ("openllm_v1", "mmlu", False, False),
+     ("openllm_v2", "ifeval", True, False), ("openllm_v2", "musr", False, False)],
+)  # fmt: skip
+def test_a_run_with_a_chat_template_no_source_used_is_told(suite, name, chat, warns):
+    from types import SimpleNamespace
+
+    from lmeval_microbench.run_bundles import ReconstructionWarning
+    from lmeval_microbench.run_scores import _check_settings
+
+    bundle = load_bundle(include_path() / suite / name)
+    run = SimpleNamespace(results={"chat_template": "{{ messages }}" if chat else None,
+                                   "fewshot_as_multiturn": chat})  # fmt: skip
+    match = SimpleNamespace(ref=SimpleNamespace(bundle=bundle))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _check_settings(run, match, "out/samples.jsonl")
+    found = [w for w in caught if issubclass(w.category, ReconstructionWarning)]
+    assert bool(found) == warns
+    if warns:
+        assert "with chat template" in str(found[0].message) and "out/samples" in str(
+            found[0].message
         )

@@ -284,6 +284,11 @@ def make_bundle(
             choice=record,
         )
     reliability = dict(bundle.reliability)
+    reliability["source_settings"] = {
+        "chat_template": bm.settings.chat_template,
+        "fewshot_as_multiturn": bm.settings.fewshot_as_multiturn,
+        "note": bm.settings.note,
+    }
     measured = held_out(bm.name, args.budget) if record is not None else None
     if measured:
         reliability["held_out"] = {"estimator": estimator, **measured}
