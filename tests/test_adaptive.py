@@ -173,7 +173,7 @@ def test_shipped_pools_load_and_match_their_documents():
     from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
     from lmeval_microbench.harness.docs import check_docs_match_bundle, read_docs
 
-    folders = sorted(SHIPPED_POOLS.glob("*/bundle.json"))
+    folders = sorted(SHIPPED_POOLS.glob("openllm_v1/*/bundle.json"))
     assert {f.parent.name for f in folders} == {
         "arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande"
     }  # fmt: skip

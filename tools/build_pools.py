@@ -1,15 +1,19 @@
-"""Build the shipped adaptive item pools of the Open LLM Leaderboard v1 from metabench data.
+"""Build the shipped adaptive item pools of the Open LLM Leaderboard v1 and v2.
 
-For each benchmark, the pool is every item of ``responses/{bm}_B.parquet`` with the
-leaderboard's exact prompt (the documents ``tools/build_openllm_v1.py`` renders and checks
-against the leaderboard's own prompts), IRT parameters and a ``kridge`` score estimator fitted
-on all source models, and interval bands from cross-fitted adaptive replays
+Open LLM Leaderboard v1 (``--suite openllm_v1``, metabench data): for each benchmark, the pool
+is every item of ``responses/{bm}_B.parquet`` with the leaderboard's exact prompt (the
+documents ``tools/build_openllm_v1.py`` renders and checks against the leaderboard's own
+prompts). Open LLM Leaderboard v2 (``--suite openllm_v2``): every item of the whole IFEval and
+MuSR, with the documents and lm-eval task settings of ``tools/build_openllm_v2.py`` (lm-eval's
+own leaderboard code at run time). Each pool has IRT parameters and a ``kridge`` score
+estimator fitted on all source models, and interval bands from cross-fitted adaptive replays
 (:func:`lmeval_microbench.adaptive.build_pool`). Each is written as an lm-eval task
-``microbench_pool_{bm}`` into ``lmeval_microbench/adaptive/pools/openllm_v1`` (not under
-``task_configs/``, see ``adaptive.pool_task.SHIPPED_POOLS``): a full
-static run of it scores every pool item; ``microbench adaptive`` runs it adaptively.
+``microbench_pool_{bm}`` into ``lmeval_microbench/adaptive/pools/{suite}`` (not under
+``task_configs/``, see ``adaptive.pool_task.SHIPPED_POOLS``): a full static run of it scores
+every pool item; ``microbench adaptive`` runs it adaptively.
 
-    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py          # all six
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py          # all six of v1
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --suite openllm_v2
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --benchmarks mmlu --out /tmp/p
 """
 
@@ -33,12 +37,13 @@ from build_openllm_v1 import (
 
 from lmeval_microbench.adaptive import build_pool, pool_task_spec
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
+from lmeval_microbench.benchmarks import SUITES
 from lmeval_microbench.bundle import MetricSpec
 from lmeval_microbench.harness.export import write_task
 from lmeval_microbench.truth import align_target
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = SHIPPED_POOLS
 SEED = 0
 
 
@@ -72,15 +77,60 @@ def build_one(name: str, data: Path, out: Path) -> None:
     )
 
 
+def build_v2(name: str, data: Path, out: Path) -> None:
+    """The pool of a whole v2 benchmark, with the v2 micro task's settings."""
+    import build_openllm_v2 as v2
+
+    started = time.perf_counter()
+    bm = REGISTRY[name]
+    label = f"openllm-v2-{name}-pool"
+    raw = {"ifeval": v2.ifeval_docs, "musr": v2.musr_docs}[name](data)
+    source, truth = v2.load_matrix(bm, data)
+    ids = list(source.item_ids)
+    docs = v2.as_lmeval_sees(
+        [{"item_id": i, "bundle": label, "benchmark": name, **raw[i]} for i in ids]
+    )
+    source = v2.with_hashes(source, {d["item_id"]: d for d in docs})
+    bundle = build_pool(
+        source,
+        truth,
+        name=label,
+        benchmark=name,
+        metric=MetricSpec(name=bm.metric),
+        dataset=v2.DATASETS[name],
+        license=v2.LICENSES[name],
+        description=f"Adaptive item pool: all {source.n_items} items of {v2.SUMMARIES[name]}, "
+        f"as lm-eval's {bm.lmeval_task} runs them; fitted on {source.n_models} Open LLM "
+        "Leaderboard v2 models.",
+        seed=SEED,
+    )
+    static = {"ifeval": v2.ifeval_spec, "musr": v2.musr_spec}[name]()
+    spec = pool_task_spec(replace(static, tags=("microbench_pool",)), name)
+    write_task(out, spec, bundle, docs)
+    cv = bundle.reliability["adaptive"]["cv_mae_by_items"]
+    shown = ", ".join(f"{n}: {100 * cv[str(n)]:.2f}" for n in (10, 25, 50) if str(n) in cv)
+    print(
+        f"{name:<11} {source.n_items:>4} items; cross-fitted MAE by items ({shown}); "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
+    parser.add_argument("--suite", choices=("openllm_v1", "openllm_v2"), default="openllm_v1")
+    parser.add_argument("--data", type=Path, help="the suite's data folder (default: shared)")
+    parser.add_argument("--out", type=Path, help="pool folder (default: the shipped one)")
+    parser.add_argument("--benchmarks", help="comma-separated (default: all of the suite)")
     args = parser.parse_args(argv)
-    for name in args.benchmarks.split(","):
-        build_one(name, args.data, args.out)
-    print(f"wrote {args.out}")
+    out = args.out or SHIPPED_POOLS / args.suite
+    names = args.benchmarks.split(",") if args.benchmarks else list(SUITES[args.suite].benchmarks)
+    for name in names:
+        if args.suite == "openllm_v1":
+            build_one(name, args.data or DEFAULT_DATA, out)
+        else:
+            build_v2(name, args.data or DEFAULT_DATA.parent / "openllm_v2", out)
+    print(f"wrote {out}")
     return 0
 
 

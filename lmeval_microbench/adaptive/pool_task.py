@@ -14,11 +14,18 @@ from pathlib import Path
 from ..harness.export import TaskSpec
 
 POOL_TASK_PREFIX = "microbench_pool_"
-SHIPPED_POOLS = Path(__file__).resolve().parent / "pools" / "openllm_v1"
-"""The shipped Open LLM Leaderboard v1 pools (``tools/build_pools.py``). Not under
-``task_configs/``: every bundle there is indexed by ``microbench reconstruct``, and a pool holds
-all of a benchmark's matrix items, so runs matched by item ids (metabench's ``*_secondary``
-tasks) would match two bundles of one benchmark."""
+SHIPPED_POOLS = Path(__file__).resolve().parent / "pools"
+"""The shipped pools, one folder per suite of :data:`lmeval_microbench.benchmarks.SUITES`
+(``tools/build_pools.py``). Not under ``task_configs/``: every bundle there is indexed by
+``microbench reconstruct``, and a pool holds all of a benchmark's matrix items, so runs
+matched by item ids (metabench's ``*_secondary`` tasks) would match two bundles of one
+benchmark."""
+
+
+def shipped_pool_tasks(suite: str | None = None) -> list[str]:
+    """Names of the shipped pool tasks (of one suite's folder, or of all)."""
+    root = SHIPPED_POOLS if suite is None else SHIPPED_POOLS / suite
+    return sorted(p.stem for p in root.rglob(f"{POOL_TASK_PREFIX}*.yaml"))
 STATIC_TASK_PREFIX = "microbench_"
 
 

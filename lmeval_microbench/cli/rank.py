@@ -235,7 +235,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
 def _adaptive(
     args: argparse.Namespace, models: dict[str, str]
 ) -> tuple[Any, list[str], dict[str, Any]]:
-    from ..adaptive.pool_task import SHIPPED_POOLS
+    from ..adaptive.pool_task import SHIPPED_POOLS, shipped_pool_tasks
     from ..errors import InputError
     from ..rank.adaptive_live import AdaptiveLiveEvaluator
 
@@ -247,7 +247,7 @@ def _adaptive(
         ) from None
     tasks = split_list(args.tasks) or []
     if tasks == ["microbench_openllm"]:  # the static group's default: every shipped pool
-        tasks = sorted(p.stem for p in SHIPPED_POOLS.glob("microbench_pool_*.yaml"))
+        tasks = shipped_pool_tasks("openllm_v1")
     evaluator = AdaptiveLiveEvaluator(
         models,
         tasks,
