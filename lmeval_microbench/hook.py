@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._types import Estimate, ItemId, ModelId
+from ._types import Estimate, ModelId
 from .adaptive.pool import ADAPTIVE, estimate_pool, is_pool, pool_state
 from .bundle import Bundle
 from .collect import (
@@ -42,7 +42,7 @@ from .collect import (
     newest_runs,
     preview,
 )
-from .errors import BundleError, InputError
+from .errors import InputError
 from .estimators._conformal import check_level
 from .personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
 from .reconstruct import (
@@ -63,6 +63,15 @@ from .run_bundles import (
     one_line,
     own_warning,
     parse_task_map,
+)
+from .run_joint import (
+    JOINT_FILE,
+    find_joints,
+    guessing_chances,
+    joint_bundles,
+    joint_estimates,
+    load_joint,
+    widen_joint,
 )
 from .run_match import FOREIGN_ID_FIELDS, OWN_FIELDS, LoggedSamples, RunMatch, match_run
 from .run_scores import (
@@ -95,10 +104,6 @@ __all__ = [
     "read_task_scores",
     "reconstruct_runs",
 ]
-
-JOINT_FILE = "joint.json"
-"""A fitted :class:`~lmeval_microbench.joint.JointEstimator` state (JSON) at the root of a
-task suite, beside its data folders; used for the joint average when present."""
 
 
 def _warn(message: str) -> None:
@@ -341,7 +346,7 @@ def _reconstruct(
     progress: bool,
 ) -> Reconstruction:
     index = BundleIndex.discover(bundles, shipped=shipped)
-    joint_paths = [Path(joint)] if joint is not None else _find_joints(index)
+    joint_paths = [Path(joint)] if joint is not None else find_joints(index)
     runs = _newest_runs(paths, model_id)
     unknown = sorted(set(task_map) - {r.task for _, r in runs})
     if unknown:
@@ -375,47 +380,13 @@ def _reconstruct(
     # silent otherwise; one the user named warns for every model it cannot serve
     for path in joint_paths:
         estimator = load_joint(path)
-        bundles = _joint_bundles(estimator, index)
+        bundles = joint_bundles(estimator, index)
         found = joint_estimates(
-            estimator, scored, bundles, options, warn_incomplete=joint is not None
+            estimator, scored, bundles, options.level, warn_incomplete=joint is not None
         )
         for model, outputs in found.items():
             result.joint.setdefault(model, widen_joint(outputs, guessing_chances(estimates, model)))
     return result
-
-
-def guessing_chances(estimates: Sequence[BenchmarkEstimate], model: ModelId) -> dict[str, float]:
-    """``benchmark -> chance score`` where the person fit could not reject guessing."""
-    return {
-        e.benchmark: float(e.person_fit["chance_score"])
-        for e in estimates
-        if e.model == model and e.flagged and e.person_fit and e.person_fit.get("guessing")
-    }
-
-
-def widen_joint(outputs: Mapping[str, Estimate], chances: Mapping[str, float]) -> dict:
-    """Joint outputs carrying the person-fit widening of the per-benchmark estimates.
-
-    The joint estimator reads the same answers, so a benchmark whose answers may be guesses
-    may be at chance in its joint output too, and the average may be the mean with those
-    benchmarks at chance (see :func:`.personfit.widen_for_fit` for the rule per benchmark).
-    """
-    from .joint import AVERAGE
-
-    if not chances:
-        return dict(outputs)
-    out = {
-        name: _stretch(e, chances[name]) if name in chances else e for name, e in outputs.items()
-    }
-    benchmarks = [name for name in outputs if name != AVERAGE]
-    if AVERAGE in outputs and benchmarks:
-        at_chance = float(np.mean([chances.get(b, outputs[b].value) for b in benchmarks]))
-        out[AVERAGE] = _stretch(outputs[AVERAGE], at_chance)
-    return out
-
-
-def _stretch(estimate: Estimate, point: float) -> Estimate:
-    return replace(estimate, lower=min(estimate.lower, point), upper=max(estimate.upper, point))
 
 
 def _as_list(paths: Any) -> list[Any]:
@@ -529,75 +500,3 @@ def _averages(
             bounds = {b: wide[(model, b)] for b in ordered}
             averages.append(average_estimate(model, ordered, bounds, level, suite))
     return averages
-
-
-# ---------------------------------------------------------------------------- joint estimates
-def _find_joints(index: BundleIndex) -> list[Path]:
-    """The :data:`JOINT_FILE` of every suite folder the bundles live in."""
-    suites = sorted({ref.folder.parent for ref in index.by_name.values()})
-    return [suite / JOINT_FILE for suite in suites if (suite / JOINT_FILE).is_file()]
-
-
-def load_joint(path: str | os.PathLike[str]) -> Any:
-    """A fitted joint estimator from its sealed JSON state (see :func:`.joint.load_state`)."""
-    from .joint import load_state
-
-    return load_state(path)
-
-
-def _joint_bundles(joint: Any, index: BundleIndex) -> dict[str, Bundle]:
-    """The bundle of each of the joint estimator's benchmarks: the one holding its subset.
-
-    A subset no loaded bundle of that benchmark holds is an error: the estimator would read
-    answers to other items.
-    """
-    by_benchmark: dict[str, Bundle] = {}
-    for benchmark in joint.benchmarks_:
-        fitted = set(joint.subsets_[benchmark].item_ids)
-        found = [
-            ref.bundle
-            for ref in index.by_name.values()
-            if ref.bundle.benchmark == benchmark and set(ref.bundle.item_ids) == fitted
-        ]
-        if not found:
-            raise BundleError(
-                f"the joint estimator's {benchmark} subset ({len(fitted)} items) is not the "
-                f"items of any {benchmark} bundle in use; refit it on the bundles' subsets"
-            )
-        by_benchmark[benchmark] = found[0]
-    return by_benchmark
-
-
-def joint_estimates(
-    joint: Any,
-    scored: Sequence[TaskScores],
-    bundles: Mapping[str, Bundle],
-    options: ReconstructOptions,
-    *,
-    warn_incomplete: bool = True,
-) -> dict[ModelId, Mapping[str, Estimate]]:
-    """The joint estimator's outputs for every model that ran all its benchmarks in full.
-
-    ``bundles`` are the joint estimator's, by benchmark: runs of other bundles do not count.
-    Other models get none; ``warn_incomplete`` says so in a warning per model.
-    """
-    level = options.level if options.level is not None else 0.9
-    names = {bundle.name for bundle in bundles.values()}
-    scores: dict[ModelId, dict[ItemId, float]] = defaultdict(dict)
-    benchmarks: dict[ModelId, set[str]] = defaultdict(set)
-    for run in scored:
-        if not run.missing and run.match.ref.bundle.name in names:
-            scores[run.model].update(run.scores)
-            benchmarks[run.model].add(run.match.ref.bundle.benchmark)
-    out: dict[ModelId, Mapping[str, Estimate]] = {}
-    for model, found in scores.items():
-        lacking = sorted(set(joint.benchmarks_) - benchmarks[model])
-        if lacking:
-            if warn_incomplete:
-                _warn(
-                    f"model {model!r}: no joint estimate (benchmarks {lacking} not run in "
-                    "full); the per-benchmark estimates and their average stand"
-                )
-            continue
-        out[model] = dict(joint.estimate(found, level=level))
-    return out

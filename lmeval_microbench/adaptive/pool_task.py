@@ -26,6 +26,8 @@ def shipped_pool_tasks(suite: str | None = None) -> list[str]:
     """Names of the shipped pool tasks (of one suite's folder, or of all)."""
     root = SHIPPED_POOLS if suite is None else SHIPPED_POOLS / suite
     return sorted(p.stem for p in root.rglob(f"{POOL_TASK_PREFIX}*.yaml"))
+
+
 STATIC_TASK_PREFIX = "microbench_"
 
 
