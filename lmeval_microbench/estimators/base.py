@@ -46,7 +46,8 @@ from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
-from .missing import fit_inflation, predict_with_imputation
+from .finite import FinitePopulation
+from .missing import fit_inflation, inflation_state, predict_with_imputation
 
 if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
     from typing_extensions import Self
@@ -131,9 +132,9 @@ class ScoreEstimator(ABC):
     """IRT parameters of the subset items for ``allow_missing`` (see :meth:`with_imputation`)."""
     missing_inflation_: dict[str, list[float]] | None = None
     """How much the imputation spread understates its error (:meth:`calibrate_missing`)."""
-    finite_: tuple[int, int] | None = None
-    """``(benchmark items, subset items)`` when the target is the mean over every source item
-    (a whole benchmark), else None: see :meth:`predict_rows`."""
+    finite_: FinitePopulation | None = None
+    """The benchmark's items when the target is the mean over every source item (a whole
+    benchmark), else None: see :meth:`predict_rows`."""
 
     def __init__(
         self,
@@ -275,7 +276,7 @@ class ScoreEstimator(ABC):
             self._drop_calibration(source, usable, target)
         self._fit_features(source, subset, irt)
         features, _ = self._features(values[usable])
-        self.finite_ = finite_population(source, usable, target, len(self.item_ids_))
+        self.finite_ = FinitePopulation.detect(source, usable, target, len(self.item_ids_))
         y = self._rest_target(values[usable], target[usable])
         cv_prediction = self._cross_fit(features, y)
         if cross_fit is not None:
@@ -296,24 +297,13 @@ class ScoreEstimator(ABC):
 
     def _rest_share(self) -> float:
         """Share of the benchmark an estimate still has to estimate (1 unless finite)."""
-        if self.finite_ is None:
-            return 1.0
-        n_items, k = self.finite_
-        return (n_items - k) / n_items
+        return 1.0 if self.finite_ is None else self.finite_.rest_share
 
     def _rest_target(self, values: np.ndarray, full: np.ndarray) -> np.ndarray:
-        """Full scores -> the mean over the items outside the subset (finite case only)."""
-        if self.finite_ is None:
-            return full
-        n_items, k = self.finite_
-        return np.clip((n_items * full - values.sum(axis=1)) / (n_items - k), 0.0, 1.0)
+        return full if self.finite_ is None else self.finite_.rest(values, full)
 
     def _full(self, values: np.ndarray, rest: np.ndarray) -> np.ndarray:
-        """Mean over the items outside the subset -> full score (finite case only)."""
-        if self.finite_ is None:
-            return rest
-        n_items, k = self.finite_
-        return np.clip((values.sum(axis=1) + (n_items - k) * rest) / n_items, 0.0, 1.0)
+        return rest if self.finite_ is None else self.finite_.full(values, rest)
 
     def _check_target(self, source: ResponseMatrix, target: np.ndarray) -> np.ndarray:
         target = np.asarray(target, dtype=np.float64).reshape(-1)
@@ -543,7 +533,7 @@ class ScoreEstimator(ABC):
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
         if self.finite_ is not None:
-            state["finite"] = list(self.finite_)
+            state["finite"] = self.finite_.to_state()
         json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
         return state
 
@@ -578,41 +568,15 @@ class ScoreEstimator(ABC):
             estimator.band_ = ConformalBand.from_dict(state["band"])
             estimator.n_source_ = int(state["n_source"])
             estimator.cv_mae_ = float(state["cv_mae"])
-            estimator.missing_inflation_ = _inflation_state(state.get("missing_inflation"), name)
-            estimator.finite_ = finite_state(state.get("finite"), len(estimator.item_ids_), name)
+            estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), name)
+            estimator.finite_ = FinitePopulation.from_state(
+                state.get("finite"), len(estimator.item_ids_), name
+            )
         except KeyError as exc:
             raise InputError(f"{name}: estimator state lacks field {exc.args[0]!r}") from exc
         except TypeError as exc:  # parameters of another version of the class
             raise InputError(f"{name}: estimator state has unknown parameters ({exc})") from exc
         return estimator
-
-
-def finite_population(
-    source: ResponseMatrix, usable: np.ndarray, target: np.ndarray, n_subset: int
-) -> tuple[int, int] | None:
-    """``(items, subset items)`` when the target is every usable model's mean over all source
-    items (the matrix is the whole benchmark) and the subset leaves items out; else None."""
-    values = source.values[usable]
-    if n_subset >= source.n_items or np.isnan(values).any():
-        return None
-    if not np.allclose(target[usable], values.mean(axis=1), rtol=0.0, atol=1e-9):
-        return None
-    return (int(source.n_items), int(n_subset))
-
-
-def finite_state(value: Any, n_subset: int, name: str) -> tuple[int, int] | None:
-    """The saved ``finite`` pair, checked (absent in bundles of older versions: None)."""
-    if value is None:
-        return None
-    try:
-        n_items, k = (int(v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: estimator state has a malformed 'finite' ({value!r})") from exc
-    if k != n_subset or n_items <= k:
-        raise InputError(
-            f"{name}: estimator state 'finite' {value!r} does not fit its {n_subset} items"
-        )
-    return (n_items, k)
 
 
 def _checked_cross_fit(
@@ -627,20 +591,3 @@ def _checked_cross_fit(
         )
     values = values[usable]
     return np.clip(np.where(np.isfinite(values), values, own), 0.0, 1.0)
-
-
-def _inflation_state(value: Any, name: str) -> dict[str, list[float]] | None:
-    """The saved partial-run inflation curves, checked: equal lengths, finite factors >= 1."""
-    if value is None:
-        return None
-    try:
-        curves = {key: [float(v) for v in value[key]] for key in ("fractions", "first", "random")}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(
-            f"{name}: estimator state has a malformed missing_inflation ({exc})"
-        ) from exc
-    sizes = {len(v) for v in curves.values()}
-    factors = curves["first"] + curves["random"]
-    if len(sizes) != 1 or not all(math.isfinite(f) and f >= 1.0 for f in factors):
-        raise InputError(f"{name}: estimator state has a malformed missing_inflation")
-    return curves

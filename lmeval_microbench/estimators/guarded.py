@@ -35,6 +35,7 @@ from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 from .base import MIN_SOURCE_MODELS, STATE_VERSION, ScoreEstimator
+from .missing import inflation_state
 
 AUTO = "auto"
 AUTO_READINGS = ("checked", "own", "design", "audit")
@@ -246,8 +247,6 @@ class GuardedEstimator(ScoreEstimator):
     def from_state(cls, state: Mapping[str, Any]) -> GuardedEstimator:
         if cls is not GuardedEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
-        from .base import _inflation_state
-
         try:
             if state["state_version"] != STATE_VERSION:
                 raise InputError(
@@ -270,9 +269,7 @@ class GuardedEstimator(ScoreEstimator):
             estimator.head_ = {}
             estimator.n_source_ = int(state["n_source"])
             estimator.cv_mae_ = float(state["cv_mae"])
-            estimator.missing_inflation_ = _inflation_state(
-                state.get("missing_inflation"), cls.name
-            )
+            estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         except KeyError as exc:
             raise InputError(f"guarded: estimator state lacks field {exc.args[0]!r}") from exc
         except (TypeError, ValueError) as exc:

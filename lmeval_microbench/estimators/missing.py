@@ -22,12 +22,14 @@ for the first ``k`` and for ``k`` random items) and the interval uses it.
 
 from __future__ import annotations
 
+import math
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.stats import norm
 
+from ..errors import InputError
 from ..irt import posterior_draws
 from ..irt.params import ItemParams
 
@@ -199,4 +201,21 @@ def fit_inflation(
             spread = np.mean(draws.var(axis=1, ddof=1))
             factors.append(float(max(1.0, gap / spread)) if spread > 0 else 1.0)
         curves[kind] = factors
+    return curves
+
+
+def inflation_state(value: Any, name: str) -> dict[str, list[float]] | None:
+    """The saved partial-run inflation curves, checked: equal lengths, finite factors >= 1."""
+    if value is None:
+        return None
+    try:
+        curves = {key: [float(v) for v in value[key]] for key in ("fractions", "first", "random")}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            f"{name}: estimator state has a malformed missing_inflation ({exc})"
+        ) from exc
+    sizes = {len(v) for v in curves.values()}
+    factors = curves["first"] + curves["random"]
+    if len(sizes) != 1 or not all(math.isfinite(f) and f >= 1.0 for f in factors):
+        raise InputError(f"{name}: estimator state has a malformed missing_inflation")
     return curves
