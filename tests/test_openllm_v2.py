@@ -238,3 +238,35 @@ def test_a_run_with_a_chat_template_no_source_used_is_told(suite, name, chat, wa
         assert "with chat template" in str(found[0].message) and "out/samples" in str(
             found[0].message
         )
+
+
+def test_shipped_v2_pools_load_and_match_their_documents():
+    from lmeval_microbench.adaptive import pool_state
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS, shipped_pool_tasks
+
+    assert shipped_pool_tasks("openllm_v2") == ["microbench_pool_ifeval", "microbench_pool_musr"]
+    for name in ("ifeval", "musr"):
+        folder = SHIPPED_POOLS / "openllm_v2" / name
+        bundle = load_bundle(folder)
+        docs = read_docs(folder / ITEMS_JSONL)
+        check_docs_match_bundle(bundle, docs, where=str(folder))
+        assert len(pool_state(bundle).item_ids) == len(docs) == BENCHMARKS[name].full_size
+
+
+@pytest.mark.slow
+def test_adaptive_run_of_both_v2_pools_through_lm_eval(tmp_path, capsys):
+    from lmeval_microbench.cli.app import main
+    from lmeval_microbench.harness.tiny import build_random_gpt2
+
+    model = build_random_gpt2(tmp_path / "gpt2", n_positions=2048)  # IFEval: 1,280 new tokens
+    argv = [
+        "adaptive", "--model", "hf", "--model_args", f"pretrained={model},dtype=float32,device=cpu",
+        "--tasks", "microbench_musr,microbench_ifeval", "--max-items", "4",
+        "--batch_size", "4", "--output_path", str(tmp_path / "out"),
+    ]  # fmt: skip
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "musr" in out and "ifeval" in out
+    logs = sorted(p.name for p in (tmp_path / "out").rglob("adaptive_*.jsonl"))
+    assert len(logs) == 2, logs

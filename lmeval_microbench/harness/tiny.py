@@ -11,8 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build_random_gpt2(folder: Path, seed: int = 0) -> Path:
-    """Save a 2-layer, 32-wide GPT-2 with random weights (``seed``) and tokenizer in ``folder``."""
+def build_random_gpt2(folder: Path, seed: int = 0, n_positions: int = 1024) -> Path:
+    """Save a 2-layer, 32-wide GPT-2 with random weights (``seed``) and tokenizer in ``folder``.
+
+    ``n_positions`` is its context length (IFEval generates up to 1,280 tokens: 2048 there).
+    """
     import tokenizers
     import torch
     import transformers
@@ -29,7 +32,7 @@ def build_random_gpt2(folder: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     config = transformers.GPT2Config(
         vocab_size=len(vocab),
-        n_positions=1024,
+        n_positions=n_positions,
         n_embd=32,
         n_layer=2,
         n_head=2,
