@@ -23,9 +23,10 @@ them (budget 50). Every method sees the same source and target models per cell.
 Methods: ``ours`` is the default of ``microbench build`` (``--method auto``: method and
 estimator chosen by cross-validation, then the bundle fitted) followed by ``microbench
 estimate``, called through the same library functions; ``ours_audit`` the same with 30 % of
-the budget as audit items. benchpred's methods run in tiers (their cost differs by 1,000x):
-fast ones everywhere, ``lasso`` and ``random_search_and_learn`` on seeds 0-1 and the
-populations, ``pirt`` and ``gpirt`` (py-irt fits of 1-5 minutes each) at budget 50 on seed 0.
+the budget as audit items (at 50 and 100 items, all source models). benchpred's methods run
+in tiers (their cost differs by 1,000x): fast ones everywhere, ``lasso`` and
+``random_search_and_learn`` on seeds 0-1 and the populations, ``pirt`` and ``gpirt`` (py-irt
+fits of 1-5 minutes each) at budget 50 on seed 0.
 
 Results are cached per method and matrix (``--cache``), so runs resume and several runs can
 share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and plots.
@@ -82,6 +83,8 @@ SLOW = ("pirt", "gpirt")
 PEERS = FAST + MEDIUM + SLOW
 OURS = ("ours", "ours_audit")
 AUDIT_SHARE = 0.3
+AUDIT_BUDGETS = (50, 100)
+"""Budgets ``ours_audit`` runs at (all source models, random and extrapolation)."""
 TARGET_SHARE = 0.2
 PEER_TIMEOUT = 6 * 3600
 
@@ -168,6 +171,8 @@ def grid(
 
 def runs_method(method: str, cell: Cell) -> bool:
     """Which cells each method runs (the tiers of the module docstring)."""
+    if method == "ours_audit":
+        return cell.population == "all" and cell.budget in AUDIT_BUDGETS and cell.protocol != "weak"
     if method in FAST + OURS:
         return True
     if method in MEDIUM:
