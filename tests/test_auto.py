@@ -48,7 +48,10 @@ def test_choice_records_every_candidate_and_the_protocol(irt_matrix):
     )
     record = json.loads(json.dumps(choice.as_record(), allow_nan=False))
     labels = {(c["method"], c["estimator"]) for c in record["candidates"]}
-    assert labels == {("random", "mean"), ("random", "kridge"), ("dpp", "mean"), ("dpp", "kridge")}
+    assert labels == {
+        ("random", "mean"), ("random", "kridge"), ("dpp", "mean"), ("dpp", "kridge"),
+        (FLOOR.method, FLOOR.estimator),
+    }  # fmt: skip
     assert all(c["cv_mae"] > 0 and c["status"] == "ok" for c in record["candidates"])
     assert sum(c["chosen"] for c in record["candidates"]) == 1
     chosen = record["chosen"]
@@ -95,12 +98,12 @@ def _row(method, estimator, mae, diff, diff_se):
 
 
 def test_rule_needs_a_win_by_more_than_one_standard_error():
-    floor_row = _row("random", "mean", 5.0, 0.0, 0.0)
+    floor_row = _row(FLOOR.method, FLOOR.estimator, 5.0, 0.0, 0.0)
     near = [floor_row, _row("dpp", "kridge", 4.8, -0.2, 0.3)]
     assert pick(near, FLOOR) == FLOOR
     clear = [floor_row, _row("dpp", "kridge", 4.0, -1.0, 0.3)]
     assert pick(clear, FLOOR) == Candidate("dpp", "kridge")
-    assert pick([_row("random", "mean", None, None, None)], FLOOR) is None
+    assert pick([_row(FLOOR.method, FLOOR.estimator, None, None, None)], FLOOR) is None
 
 
 def test_failed_candidates_are_recorded_not_scored():
@@ -132,7 +135,9 @@ def test_target_mae_picks_the_smallest_sufficient_budget(irt_matrix):
 
 
 def test_pick_budget_takes_the_first_budget_within_target():
-    rows = {b: [_row("random", "mean", mae, 0.0, 0.0)] for b, mae in ((10, 6.0), (25, 3.0))}
+    rows = {
+        b: [_row(FLOOR.method, FLOOR.estimator, mae, 0.0, 0.0)] for b, mae in ((10, 6.0), (25, 3.0))
+    }
     per_budget = {b: BudgetChoice(b, FLOOR, r) for b, r in rows.items()}
     assert _pick_budget(per_budget, 4.0)[0] == 25
     assert _pick_budget(per_budget, 7.0)[0] == 10
@@ -195,7 +200,7 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
     record = bundle.reliability["auto"]
     assert record["chosen"]["method"] == bundle.subset.method
     assert record["chosen"]["estimator"] == bundle.default_estimator
-    assert {c["estimator"] for c in record["candidates"]} == {"mean", "kridge"}
+    assert {c["estimator"] for c in record["candidates"]} == {"mean", "kridge", FLOOR.estimator}
     assert record["protocol"]["models_used"] == 30
     err = capsys.readouterr().err
     assert "| candidate | score | random folds | extrapolation |" in err and "nested CV" in err

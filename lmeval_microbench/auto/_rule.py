@@ -4,7 +4,7 @@ A candidate's *score* is the mean of its MAE on the random folds (models like th
 and on the extrapolation folds (the strongest sources estimated from weaker ones): a user
 cannot tell which case their model is, so the recipe must do well in both. Errors of all
 candidates come from the same splits and the same target models, so a candidate is compared
-with the floor (random items + plain mean) split by split: the paired difference of their
+with the floor (random items + the guarded estimator) split by split: the paired difference of their
 per-split MAE, averaged like the score, has a standard error that is much smaller than either
 score's own. The lowest-score candidate is chosen only when its score is lower than the
 floor's by more than ``z`` such standard errors; ties and near-ties go to the floor, whose
