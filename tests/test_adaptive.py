@@ -228,3 +228,19 @@ def test_reconstruct_gives_an_adaptive_run_the_pools_estimate(pool):
         expected.lower,
         expected.upper,
     )
+
+
+def test_a_step_log_of_another_model_or_pool_is_refused_naming_both(tmp_path):
+    from lmeval_microbench.adaptive.runner import check_resumed_log
+
+    mine = {"model": "hf", "model_args": "pretrained=B", "task": "microbench_pool_arc",
+            "pool": "openllm-v1-arc-pool", "pool_sha256": "a" * 64}  # fmt: skip
+    theirs = {**mine, "model_args": "pretrained=A"}
+    log = tmp_path / "adaptive_microbench_pool_arc.jsonl"
+    with pytest.raises(InputError, match=r"pretrained=A.*this run is .*pretrained=B"):
+        check_resumed_log(log, [{"run": theirs, "items": [], "scores": []}], mine)
+    other_pool = {**mine, "pool_sha256": "b" * 64}
+    with pytest.raises(InputError, match="pool_sha256"):
+        check_resumed_log(log, [{"run": other_pool, "items": [], "scores": []}], mine)
+    check_resumed_log(log, [{"run": dict(mine), "items": [], "scores": []}], mine)  # same run
+    check_resumed_log(log, [{"items": [], "scores": []}], mine)  # a log of an older version

@@ -11,6 +11,7 @@ a multiple-choice loglikelihood or a gsm8k generation + filter is scored as in t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections import defaultdict
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._io import canonical_json
 from .._types import ItemId
 from ..errors import InputError
 from ..harness.estimates import registered_bundle
@@ -198,10 +200,48 @@ class TaskResult:
         return [a.item for a in self.answers if a.unparsed]
 
 
+def run_identity(model: str, model_args: str | None, pool_task: PoolTask) -> dict[str, Any]:
+    """What a step log belongs to: the model (type and arguments) and the pool (task, bundle
+    and the sha256 of its canonical JSON, so a rebuilt pool of the same name differs)."""
+    bundle = pool_task.pool.bundle
+    digest = hashlib.sha256(canonical_json(bundle.to_dict())).hexdigest()
+    return {
+        "model": model,
+        "model_args": model_args or "",
+        "task": pool_task.name,
+        "pool": bundle.name,
+        "pool_sha256": digest,
+    }
+
+
+def check_resumed_log(log: Path, steps: list[dict[str, Any]], identity: dict[str, Any]) -> None:
+    """A log of another model or pool is refused, naming both; a log written before logs
+    named their run (no ``run`` record) is resumed as before."""
+    logged = steps[0].get("run") if steps else None
+    if logged is None or logged == identity:
+        return
+    differs = sorted(key for key in identity if logged.get(key) != identity[key])
+    mine = {key: identity[key] for key in differs}
+    theirs = {key: logged.get(key) for key in differs}
+    raise InputError(
+        f"{log}: the step log is of another run ({theirs}); this run is {mine}: resume it with "
+        "the same model and pool, or start in another --output_path"
+    )
+
+
 def run_task(
-    lm: Any, pool_task: PoolTask, options: RunOptions, log: Path, *, resume: bool = False
+    lm: Any,
+    pool_task: PoolTask,
+    options: RunOptions,
+    log: Path,
+    *,
+    resume: bool = False,
+    identity: dict[str, Any] | None = None,
 ) -> TaskResult:
-    """Run one pool task adaptively, logging each step to ``log`` before the next."""
+    """Run one pool task adaptively, logging each step to ``log`` before the next.
+
+    ``identity`` (:func:`run_identity`) is written into the first step and checked on resume.
+    """
     pool = pool_task.pool
     session = AdaptiveSession(
         pool.params,
@@ -220,6 +260,8 @@ def run_task(
         )
     if not resume and log.exists():
         raise InputError(f"{log} exists: pass --resume to continue it, or another --output_path")
+    if identity is not None:
+        check_resumed_log(log, steps, identity)
     answers: list[Answer] = []
     for step in steps:
         session.record_items(step["items"], step["scores"])
@@ -248,6 +290,8 @@ def run_task(
         }
         if session.steps == 1:
             record["options"] = options.to_dict()
+            if identity is not None:
+                record["run"] = identity
         append_step(log, record)
         steps.append(record)
         answers += batch

@@ -132,12 +132,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_one(lm: Any, pool_task: Any, options: Any, args: argparse.Namespace) -> Any:
     from ..adaptive.runlog import log_path, write_samples
-    from ..adaptive.runner import run_task
+    from ..adaptive.runner import run_identity, run_task
 
     args.output_path.mkdir(parents=True, exist_ok=True)
     log = log_path(args.output_path, pool_task.name)
+    identity = run_identity(args.model, args.model_args, pool_task)
     try:
-        result = run_task(lm, pool_task, options, log, resume=args.resume)
+        result = run_task(lm, pool_task, options, log, resume=args.resume, identity=identity)
     except Exception as exc:  # the model raised: what was logged stays, say how to go on
         if isinstance(exc, MicrobenchError):
             raise
