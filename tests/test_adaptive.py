@@ -244,3 +244,18 @@ def test_a_step_log_of_another_model_or_pool_is_refused_naming_both(tmp_path):
         check_resumed_log(log, [{"run": other_pool, "items": [], "scores": []}], mine)
     check_resumed_log(log, [{"run": dict(mine), "items": [], "scores": []}], mine)  # same run
     check_resumed_log(log, [{"items": [], "scores": []}], mine)  # a log of an older version
+
+
+def test_adaptive_refuses_an_output_path_that_is_a_file_and_names_a_missing_model(tmp_path, capsys):
+    from lmeval_microbench.cli.app import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    argv = ["adaptive", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+            "--tasks", "microbench_mmlu", "--max-items", "2"]  # fmt: skip
+    assert main([*argv, "--output_path", str(afile)]) == 2
+    assert "is a file" in capsys.readouterr().err and afile.read_text() == "keep me"
+    assert main([*argv, "--output_path", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "could not load model 'hf'" in err[-1] and "/no/such/model" in err[-1]
+    assert not any("Traceback" in line for line in err)

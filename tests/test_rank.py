@@ -285,3 +285,16 @@ def test_cli_needs_exactly_one_mode(matrix_file, capsys):
     argv = ["rank", "--responses", str(matrix_file), "--model_args", "pretrained=x"]
     assert main(argv) == 2
     assert "either --responses" in capsys.readouterr().err
+
+
+def test_rank_out_naming_a_file_is_refused_before_any_work(tmp_path, capsys):
+    from lmeval_microbench.cli.app import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    for extra in ((), ("--overwrite",)):
+        code = main(["rank", "--responses", str(tmp_path / "none.parquet"), "--out", str(afile),
+                     *extra])  # fmt: skip
+        assert code == 2
+        assert "is a file" in capsys.readouterr().err
+    assert afile.read_text() == "keep me"

@@ -160,9 +160,16 @@ def make_lm(model: str, model_args: str, *, device: str | None, batch_size: str 
     from lm_eval.api.registry import get_model
 
     extra = {"batch_size": batch_size, "device": device}
-    return get_model(model).create_from_arg_string(
-        model_args, {k: v for k, v in extra.items() if v is not None}
-    )
+    try:
+        return get_model(model).create_from_arg_string(
+            model_args, {k: v for k, v in extra.items() if v is not None}
+        )
+    except (OSError, ValueError, RuntimeError, AssertionError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"lm-eval could not load model {model!r} with --model_args {model_args!r}: "
+            f"{type(exc).__name__}: {first[:300]}"
+        ) from exc
 
 
 # ---------------------------------------------------------------------------- the loop

@@ -116,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("adaptive: --model and --output_path are required")
     if args.target_se is not None and args.target_se <= 0:
         raise InputError(f"--target-se must be positive, got {args.target_se}")
+    if args.output_path.exists() and not args.output_path.is_dir():
+        raise InputError(
+            f"--output_path {args.output_path} is a file; give the folder for the results, "
+            "samples and step logs"
+        )
     include = args.include_path or str(SHIPPED_POOLS)
     options = RunOptions(
         args.selector, args.top, args.items_per_step, args.max_items, args.target_se, args.seed

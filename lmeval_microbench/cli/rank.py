@@ -272,11 +272,13 @@ def replay_check(ranking: Any, truth: dict[str, float], tiers: Any) -> dict[str,
 def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..rank import run_rounds
-    from ..rank.report import payload, write_report
+    from ..rank.report import check_report_folder, payload, write_report
 
     live = bool(args.model_args or args.model_args_file)
     if live == bool(args.responses):
         raise InputError("give either --responses (replay) or --model_args/--model-args-file")
+    if args.out:
+        check_report_folder(args.out, overwrite=args.overwrite)
     evaluator, models, info = (_live if live else _replay)(args)
     truth = info.pop("truth", None)
     options = _options(args)

@@ -121,10 +121,17 @@ def split_population(
 ) -> tuple[ResponseMatrix, np.ndarray, ResponseMatrix, np.ndarray]:
     """Draw ``n_population`` models to rank; the rest (at most ``max_sources``) are sources."""
     matrix, truth = complete_models(matrix, truth)
+    if matrix.n_models < 13:
+        raise InputError(
+            f"{matrix.source}: {matrix.n_models} models with responses and scores; a replay "
+            "ranks 2 or more of them on items chosen with at least 11 others as sources: "
+            "it needs 13 models or more"
+        )
     if not 2 <= n_population < matrix.n_models - 10:
         raise InputError(
-            f"population of {n_population} models: need 2 to {matrix.n_models - 11} "
-            f"(the rest of the {matrix.n_models} are source models)"
+            f"--population {n_population}: {matrix.source} has {matrix.n_models} models, so "
+            f"--population must be between 2 and {matrix.n_models - 11} (at least 11 of them "
+            "are the source models the items are chosen with)"
         )
     order = np.random.default_rng(seed).permutation(matrix.n_models)
     population, rest = order[:n_population], order[n_population:]

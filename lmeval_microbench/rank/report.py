@@ -99,11 +99,23 @@ def rank_interval_png(rows: list[Mapping[str, Any]], title: str, max_models: int
     return buffer.getvalue()
 
 
+def check_report_folder(out: str | Path, *, overwrite: bool) -> Path:
+    """``--out`` checked before any work: a file, or a folder holding a report without
+    ``overwrite``, is refused naming it."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder} is a file; give the folder for the ranking report")
+    existing = [name for name in FILES.values() if (folder / name).exists()]
+    if existing and not overwrite:
+        raise InputError(f"{folder} already holds {', '.join(existing)}; pass --overwrite")
+    return folder
+
+
 def write_report(
     out: str | Path, document: Mapping[str, Any], png: bytes | None, *, overwrite: bool
 ) -> dict[str, str]:
     """Write ranking.json, ranking.md and (when drawn) rank_intervals.png into ``out``."""
-    folder = Path(out)
+    folder = check_report_folder(out, overwrite=overwrite)
     blobs: dict[str, bytes] = {
         "json": (json.dumps(document, indent=2, allow_nan=False) + "\n").encode(),
         "md": markdown(document).encode(),
