@@ -252,3 +252,18 @@ def test_build_refuses_scores_of_unclear_scale(matrix_file, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "scores.csv" in err and "--score-scale" in err
     assert main([*argv, "--score-scale", "fraction"]) == 0
+
+
+def test_json_output_is_strict_json_with_null_for_nan(capsys):
+    from lmeval_microbench.cli._options import print_json
+
+    print_json([{"estimate_se": float("nan"), "value": 0.5, "nested": {"x": float("inf")}}])
+    text = capsys.readouterr().out
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == [{"estimate_se": None, "value": 0.5, "nested": {"x": None}}]
+
+
+def test_build_help_names_source_date_epoch(capsys):
+    with pytest.raises(SystemExit):
+        main(["build", "--help"])
+    assert "SOURCE_DATE_EPOCH" in capsys.readouterr().out

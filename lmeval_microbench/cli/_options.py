@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -294,8 +295,20 @@ def refuse_existing(paths: Sequence[Path], overwrite: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- printing
+def strict(value: Any) -> Any:
+    """NaN and infinities as ``None`` all the way down: strict JSON every reader accepts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
 def print_json(payload: Any) -> None:
-    json.dump(payload, sys.stdout, indent=2)
+    """``payload`` as strict JSON on stdout (NaN written as ``null``, never bare ``NaN``)."""
+    json.dump(strict(payload), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 

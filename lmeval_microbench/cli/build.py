@@ -63,7 +63,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "  microbench build --responses arc_easy.parquet --task arc_easy --metric acc_norm \\\n"
             "      --method greedy --budget 50 --out my_tasks/\n"
             "  lm-eval run --model hf --model_args pretrained=MODEL --include_path my_tasks/ \\\n"
-            "      --tasks micro_arc_easy --log_samples --output_path out/"
+            "      --tasks micro_arc_easy --log_samples --output_path out/\n\n"
+            "Two builds of the same matrix and options are the same but for the bundle's "
+            "creation time; set SOURCE_DATE_EPOCH (seconds since 1970) to make them byte "
+            "for byte the same."
         ),
     )
     add_responses(

@@ -27,6 +27,7 @@ from ._options import (
     interval_level,
     listing,
     print_json,
+    strict,
     table_text,
 )
 
@@ -296,8 +297,9 @@ def _write(out: str, records: list[dict[str, Any]], table: str, overwrite: bool)
     from ..reconstruct import reconstruction_files
 
     path, markdown = reconstruction_files(out, overwrite=overwrite)
+    text = json.dumps(strict(records), indent=2, allow_nan=False) + "\n"
     with atomic_path(path) as json_tmp, atomic_path(markdown) as table_tmp:
-        json_tmp.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
+        json_tmp.write_text(text, encoding="utf-8")
         table_tmp.write_text(table, encoding="utf-8")
     print(f"wrote {path} and {markdown}", file=sys.stderr)
 
