@@ -113,10 +113,20 @@ class ContentCheck:
 
 def _same_field(shipped: Any, logged: Any) -> bool:
     """Equal values; a logged text may add a prefix (metabench puts winogrande's few-shot
-    examples in front of the sentence), the shipped text must then end it."""
+    examples in front of the sentence), the shipped text must then end it. Keys whose value is
+    None do not count: a dataset's rows carry every key any row has (IFEval's ``kwargs``), so
+    the same document read from more or fewer rows gains or loses empty keys."""
     if isinstance(shipped, str) and isinstance(logged, str):
         return logged == shipped or logged.endswith("\n\n" + shipped)
-    return canonical_json(shipped) == canonical_json(logged)
+    return canonical_json(_without_none(shipped)) == canonical_json(_without_none(logged))
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def compare_content(logged: LoggedSamples, match: RunMatch) -> ContentCheck | None:

@@ -270,3 +270,115 @@ def test_adaptive_run_of_both_v2_pools_through_lm_eval(tmp_path, capsys):
     assert "musr" in out and "ifeval" in out
     logs = sorted(p.name for p in (tmp_path / "out").rglob("adaptive_*.jsonl"))
     assert len(logs) == 2, logs
+
+
+# ---------------------------------------------------------------------------- leaderboard runs
+def leaderboard_run(
+    out: Path,
+    shared: Path,
+    name: str,
+    model_row: int,
+    *,
+    skip_subtask: str | None = None,
+    edit: str | None = None,
+) -> Path:
+    """lm-eval-shaped output of lm-eval's own leaderboard task (every item of the benchmark),
+    with the answers of one real model of the matrix: what a user's full run would log."""
+    import numpy as np
+    import pandas as pd
+
+    matrix = pd.read_parquet(shared / "openllm_v2" / "responses" / f"{name}.parquet")
+    items = pd.read_parquet(shared / "openllm_v2" / "items" / f"{name}.parquet")
+    items = items.set_index("item_id")
+    model = matrix.index[model_row]
+    folder = out / model.replace("/", "__")
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = "2026-11-26T00-00-00.000000"
+    files: dict[str, list[dict]] = {}
+    for item, score in matrix.iloc[model_row].items():
+        parts = item.split(".")
+        task = "leaderboard_ifeval" if name == "ifeval" else f"leaderboard_musr_{parts[1]}"
+        if name == "musr" and parts[1] == skip_subtask:
+            continue
+        row = items.loc[item]
+        if name == "ifeval":
+            doc = {"key": int(row["key"]), "prompt": row["prompt"],
+                   "instruction_id_list": json.loads(row["instruction_id_list"]),
+                   "kwargs": json.loads(row["kwargs"])}  # fmt: skip
+            metric = "prompt_level_strict_acc"
+        else:
+            doc = {
+                k: (int(row[k]) if k == "answer_index" else str(row[k]))
+                for k in ("narrative", "question", "choices", "answer_index", "answer_choice")
+            }
+            metric = "acc_norm"
+        if edit == item:
+            doc["question"] = "another question?"
+        files.setdefault(task, []).append({
+            "doc_id": int(parts[-1]), "doc": doc, "target": 0, "arguments": [], "resps": [],
+            "filtered_resps": [], "filter": "none", "metrics": [metric], "doc_hash": "x",
+            metric: float(score),
+        })  # fmt: skip
+    results = {"results": {}, "configs": {}, "versions": {}, "n-samples": {},
+               "config": {"model": "hf", "model_args": f"pretrained={model}"},
+               "chat_template": None, "fewshot_as_multiturn": False}  # fmt: skip
+    for task, lines in files.items():
+        np.random.default_rng(0).shuffle(lines)  # logged in no useful order
+        (folder / f"samples_{task}_{stamp}.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
+        )
+        results["results"][task] = {}
+        results["versions"][task] = 1.0
+        results["n-samples"][task] = {"original": len(lines), "effective": len(lines)}
+    (folder / f"results_{stamp}.json").write_text(json.dumps(results))
+    return folder
+
+
+def expected(name: str, shared: Path, model_row: int):
+    import pandas as pd
+
+    from lmeval_microbench.reconstruct import bundle_estimator
+
+    bundle = load_bundle(SUITE / name)
+    row = pd.read_parquet(shared / "openllm_v2" / "responses" / f"{name}.parquet").iloc[model_row]
+    return bundle_estimator(bundle).estimate({i: float(row[i]) for i in bundle.item_ids})
+
+
+def test_a_whole_leaderboard_ifeval_run_is_read_for_the_bundles_items(tmp_path, shared_data):
+    folder = leaderboard_run(tmp_path, shared_data, "ifeval", 7)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = reconstruct_runs(folder, progress=False)
+    (found,) = result.estimates
+    assert found.benchmark == "ifeval" and found.items_scored == 50
+    assert found.value == pytest.approx(expected("ifeval", shared_data, 7).value, abs=1e-12)
+    notes = " ".join(str(w.message) for w in caught)
+    assert "read the 50 of its 541 documents that are items of bundle" in notes
+
+
+def test_the_three_musr_subtask_files_are_one_run_and_a_missing_one_is_named(tmp_path, shared_data):
+    whole = leaderboard_run(tmp_path / "whole", shared_data, "musr", 11)
+    result = reconstruct_runs(whole, progress=False)
+    (found,) = result.estimates
+    assert found.items_scored == 50 and not found.missing
+    assert found.value == pytest.approx(expected("musr", shared_data, 11).value, abs=1e-12)
+    part = leaderboard_run(
+        tmp_path / "part", shared_data, "musr", 11, skip_subtask="team_allocation"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = reconstruct_runs(part, progress=False)
+    (found,) = result.estimates
+    assert found.missing and all(".team_allocation." in item for item in found.missing)
+    assert found.value != found.value  # NaN: items missing, allow_missing off
+    notes = " ".join(str(w.message) for w in caught)
+    assert "in none of them (a subtask not run?)" in notes and found.missing[0] in notes
+
+
+def test_a_musr_document_that_differs_from_the_bundles_is_an_error(tmp_path, shared_data):
+    from lmeval_microbench.errors import MicrobenchError
+
+    item = load_bundle(SUITE / "musr").item_ids[0]
+    folder = leaderboard_run(tmp_path, shared_data, "musr", 3, edit=item)
+    with pytest.raises(MicrobenchError, match=rf"{item!r} \(fields \['question'\]\)"):
+        reconstruct_runs(folder, progress=False)
