@@ -358,7 +358,7 @@ score on the whole benchmark (`estimate`) and its 90% interval beside the subset
     lm-eval run --model hf --model_args pretrained=MODEL --tasks microbench_openllm_v2 \\
         --log_samples --output_path out/
 
-| task | items | benchmark | recipe | held-out MAE (90 % coverage), random | strongest 20 % | bundle |
+| task | items | benchmark | recipe | held-out MAE (coverage), random | strongest 20 % | bundle |
 |---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 

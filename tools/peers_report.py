@@ -30,7 +30,7 @@ def _mean(values: Iterable[float | None]) -> float:
 def cases(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, dict[str, float]]]:
     """(matrix, population, protocol, budget) -> method -> seed-averaged metrics."""
     grouped: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
+    for row in with_ours_seeds(rows):
         case = (row["matrix"], row["population"], row["protocol"], row["budget"])
         for method, metrics in row["methods"].items():
             grouped[case][method].append(metrics)
@@ -49,6 +49,20 @@ def cases(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, dict[str, float]]
             summary["recipes"] = sorted({r["recipe"] for r in ok if r.get("recipe")})
             out[case][method] = summary
     return out
+
+
+def with_ours_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only the seeds (target sets) ours ran, in every case ours ran at all: where ours ran
+    fewer seeds than a peer, the two are compared on the same held-out models."""
+    ran: dict[tuple, set] = defaultdict(set)
+    for row in rows:
+        if OURS in row["methods"]:
+            ran[_case(row)].add(row["seed"])
+    return [row for row in rows if _case(row) not in ran or row["seed"] in ran[_case(row)]]
+
+
+def _case(row: dict[str, Any]) -> tuple:
+    return (row["matrix"], row["population"], row["protocol"], row["budget"])
 
 
 def best_peer(methods: dict[str, dict[str, float]]) -> tuple[str | None, float]:

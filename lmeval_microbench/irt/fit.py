@@ -535,49 +535,6 @@ class IRTModel:
         return a @ _math.principal_rotation(a), d, g, u
 
 
-def fit_with_constant_items(
-    source: ResponseMatrix,
-    model: str = "2pl",
-    n_dims: int = 1,
-    *,
-    constant_intercept: float | None = None,
-    random_state: Any = 0,
-    **options: Any,
-) -> ItemParams:
-    """Parameters of every item of ``source``, including items all models scored alike.
-
-    Such items carry no information and cannot be fitted (their intercept runs off to
-    infinity), yet estimators and selectors still need a parameter for them: they are fitted
-    without and placed at slope 0 with an intercept of ``constant_intercept`` (default: the
-    largest fitted |d|), signed by their score. The result lists the items in source order.
-    """
-    constant = source.constant_items()
-    if source.n_items - len(constant) < 2:
-        raise InputError(
-            f"{source.source} has {source.n_items - len(constant)} items that some but not all "
-            "models answer correctly; an IRT fit needs at least 2"
-        )
-    fitted = (
-        IRTModel(model, n_dims, random_state=random_state, **options)
-        .fit(source.drop_items(constant))
-        .params_
-    )
-    if not constant:
-        return fitted
-    extreme = float(np.max(np.abs(fitted.d))) if constant_intercept is None else constant_intercept
-    level = np.nanmean(source.select_items(constant).values, axis=0)
-    n_const = len(constant)
-    params = ItemParams(
-        fitted.item_ids + tuple(constant),
-        np.vstack([fitted.a, np.zeros((n_const, fitted.n_dims))]),
-        np.concatenate([fitted.d, np.where(level >= 0.5, extreme, -extreme)]),
-        np.concatenate([fitted.g, np.zeros(n_const)]),
-        np.concatenate([fitted.u, np.ones(n_const)]),
-        fitted.model,
-    )
-    return params.subset(list(source.item_ids))
-
-
 # ---------------------------------------------------------------------------------- start values
 def _item_total_slopes(data: _math.ScoreArrays, p: np.ndarray) -> np.ndarray:
     """Logistic slopes from item-total correlations r: a = 1.7 r / sqrt(1 - r^2), |r| <= 0.9."""
