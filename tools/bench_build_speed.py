@@ -39,10 +39,10 @@ def time_build(matrix: Path, budget: int) -> dict:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{matrix}: build failed: {done.stderr[-2000:]}")
+        if done.returncode != 0:
+            raise SystemExit(f"{matrix}: build failed: {done.stderr[-2000:]}")
+        built = json.loads((Path(tmp) / "bundle" / "bundle.json").read_text(encoding="utf-8"))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    bundle_line = next((line for line in done.stderr.splitlines() if line.startswith("auto:")), "")
     return {
         "matrix": matrix.stem,
         "budget": budget,
@@ -50,7 +50,7 @@ def time_build(matrix: Path, budget: int) -> dict:
         "cpu_seconds": round(cpu, 1),
         "load_before": round(load, 2),
         "load_after": round(os.getloadavg()[0], 2),
-        "choice": bundle_line,
+        "choice": f"{built['subset']['method']} + {built['default_estimator']}",
     }
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {r['matrix']} | {shapes[r['matrix']]} | {r['seconds']:.0f} | "
             f"{r['cpu_seconds']:.0f} | {r['load_before']:.1f} / {r['load_after']:.1f} | "
-            f"{r['choice'].removeprefix('auto: ')} |"
+            f"{r['choice']} |"
         )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "build_speed.md").write_text("\n".join(lines) + "\n")

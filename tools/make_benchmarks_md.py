@@ -13,6 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
+    ("peers.md", "tools/bench_peers.py"),
+    ("v2_cost.md", "tools/bench_v2_cost.py"),
+    ("build_speed.md", "tools/bench_build_speed.py"),
     ("irt_speed.md", "tools/bench_irt.py"),
     ("estimators.md", "tools/eval_estimators.py"),
     ("reliability.md", "tools/bench_reliability.py"),
@@ -31,6 +34,7 @@ SECTIONS = [
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
+    ("inloop.md", "tools/bench_inloop.py"),
 ]
 HEADER = """# Benchmarks
 
