@@ -175,9 +175,14 @@ def settings_warning(
     fewshot_as_multiturn: bool,
     settings: SourceSettings | None = None,
 ) -> str | None:
-    """A one-line warning when a run used settings none of the benchmark's sources used."""
+    """A one-line warning when a run used settings none of the benchmark's sources used.
+
+    Few-shot as multi-turn changes a prompt only through a chat template (lm-eval joins
+    the turns as plain text without one, and ``simple_evaluate`` records it as on by
+    default), so without a chat template it counts as off."""
     settings = settings or found.settings
-    used = {"chat template": chat_template, "few-shot as multi-turn": fewshot_as_multiturn}
+    multiturn = fewshot_as_multiturn and chat_template
+    used = {"chat template": chat_template, "few-shot as multi-turn": multiturn}
     source = {
         "chat template": settings.chat_template,
         "few-shot as multi-turn": settings.fewshot_as_multiturn,

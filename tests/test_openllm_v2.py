@@ -83,6 +83,8 @@ def test_settings_warnings_follow_the_sources():
         v1, chat_template=True, fewshot_as_multiturn=False
     )
     assert settings_warning(v1, chat_template=False, fewshot_as_multiturn=False) is None
+    # lm-eval records few-shot as multi-turn as on by default; without a chat template it is a no-op
+    assert settings_warning(v1, chat_template=False, fewshot_as_multiturn=True) is None
     assert settings_warning(v2, chat_template=True, fewshot_as_multiturn=True) is None
     assert settings_warning(v2, chat_template=False, fewshot_as_multiturn=False) is None
 
