@@ -209,6 +209,8 @@ def _adaptive_estimate(run: TaskScores, bundle: Bundle, level: float) -> Benchma
     recomputed from the logged answers whatever order they come in.
     """
     result = estimate_pool(pool_state(bundle), run.scores, level) if run.scores else None
+    if result is not None and result.note:
+        _warn(fit_warning(run.model, bundle.name, result.note))
     return BenchmarkEstimate(
         model=run.model,
         benchmark=bundle.benchmark,
@@ -226,7 +228,7 @@ def _adaptive_estimate(run: TaskScores, bundle: Bundle, level: float) -> Benchma
         missing=(),
         in_run=run.in_run,
         samples=str(run.path),
-        person_fit=None,
+        person_fit=None if result is None else result.person_fit,
     )
 
 

@@ -388,28 +388,35 @@ def person_fit(
 
 
 def widen_for_fit(estimate: Estimate, fit: PersonFit, chance_score: float) -> tuple[Estimate, str]:
-    """The interval to report given the person fit, and a note saying why it changed.
+    """The estimate to report given the person fit, and a note saying why it changed.
 
-    When guessing cannot be rejected, the interval is stretched to contain ``chance_score``
-    (the full-benchmark score of a random responder): nothing more can honestly be said than
-    that the model may be at chance. The point value is kept (it is what the estimator says
-    if the model were an ordinary one). A misfit without guessing only adds a warning.
+    When guessing cannot be rejected, the point value becomes the mixture of the chance-level
+    score ``chance_score`` (the full-benchmark score of a random responder) and the fitted
+    estimate, weighted by the posterior probability of guessing, and the interval is
+    stretched to contain the chance score: the estimator's value assumes an ordinary model,
+    and a model whose answers look like guessing is, with that probability, at chance
+    (keeping the value put a random model's estimate of hellaswag near 50 with chance 25).
+    A misfit without guessing only adds a warning.
     """
     if not math.isfinite(chance_score) or not 0 <= chance_score <= 1:
         raise InputError(f"widen_for_fit: chance_score must be in [0, 1], got {chance_score}")
     if not fit.flagged:
         return estimate, ""
-    if fit.guessing and not estimate.lower <= chance_score <= estimate.upper:
-        widened = replace(
-            estimate,
-            lower=min(estimate.lower, chance_score),
-            upper=max(estimate.upper, chance_score),
-        )
-        return widened, (
-            f"{fit.reason}; interval widened to include the chance-level score "
-            f"{100 * chance_score:.1f}"
-        )
-    return estimate, fit.reason
+    if not fit.guessing:
+        return estimate, fit.reason
+    weight = fit.guess_posterior if math.isfinite(fit.guess_posterior) else 1.0
+    value = (1.0 - weight) * estimate.value + weight * chance_score
+    widened = replace(
+        estimate,
+        value=value,
+        lower=min(estimate.lower, chance_score, value),
+        upper=max(estimate.upper, chance_score, value),
+    )
+    return widened, (
+        f"{fit.reason}; estimate moved toward the chance-level score {100 * chance_score:.1f} "
+        f"by P(guessing) = {weight:.2f} (from {100 * estimate.value:.1f}), interval widened "
+        "to include it"
+    )
 
 
 # ------------------------------------------------------------------------------ bundles

@@ -2,9 +2,10 @@
 
 The tests are split by reader: ``test_fuzz_matrices.py`` (response matrices and true scores,
 plus the known-defect reproductions and the case-count check), ``test_fuzz_bundles.py`` (bundle
-folders, joint estimator files) and ``test_fuzz_runs.py`` (lm-eval samples and results files,
-the run reader of the post-run reconstruction). This module holds what they share: case
-counts, settings, helpers, mutations, strategies and the ``bundle_template`` fixture.
+folders, joint estimator files), ``test_fuzz_runs.py`` (lm-eval samples and results files,
+the run reader of the post-run reconstruction) and ``test_fuzz_logs.py`` (adaptive step logs
+read for ``--resume``). This module holds what they share: case counts, settings, helpers,
+mutations, strategies and the ``bundle_template`` fixture.
 
 Readers: response matrices (``ResponseMatrix.read``, parquet and CSV), true scores
 (``truth.read_scores``), bundle folders (``bundle.load_bundle`` / ``load_items``), joint
@@ -27,7 +28,7 @@ Properties:
 Every hypothesis test runs with ``derandomize=True`` (the same cases on every run) and a
 bounded ``max_examples``; shrinking is off so that a failing property costs no more time than
 a passing one. :data:`CASES` counts the cases of each test (hypothesis examples, or the
-parameters of a plain test): 1412 generated cases in all (``TOTAL_CASES``, summed in
+parameters of a plain test): 1554 generated cases in all (``TOTAL_CASES``, summed in
 ``test_fuzz_matrices.py``, whose ``test_case_count_is_documented`` checks this sentence).
 
 ``MICROBENCH_FUZZ_LOG=FILE`` records every property-1 violation in FILE (JSON lines) instead of
@@ -94,6 +95,8 @@ N_HOOK_REORDER = 15
 N_HOOK_MUTATIONS = 60
 N_HOOK_REAL_REORDER = 5
 N_HOOK_REAL_MUTATIONS = 20
+N_LOG_BYTES = 60
+N_LOG_JSON = 80
 
 BUNDLE_FILE_MUTATIONS = (
     "no bundle.json",
@@ -142,6 +145,10 @@ CASES = {
     "test_hook_mutations": N_HOOK_MUTATIONS,
     "test_hook_real_reorder": N_HOOK_REAL_REORDER,
     "test_hook_real_mutations": N_HOOK_REAL_MUTATIONS,
+    "test_a_valid_log_resumes_to_its_answers": 1,
+    "test_an_impossible_score_names_the_log_and_the_step": 1,
+    "test_log_byte_mutations": N_LOG_BYTES,
+    "test_log_json_mutations": N_LOG_JSON,
 }
 """Cases per test; ``test_known_defect`` is added below, with its table."""
 """Cases per test; ``test_known_defect`` is added in ``test_fuzz_matrices.py``, with its table."""

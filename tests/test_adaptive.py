@@ -259,3 +259,52 @@ def test_adaptive_refuses_an_output_path_that_is_a_file_and_names_a_missing_mode
     err = capsys.readouterr().err.strip().splitlines()
     assert "could not load model 'hf'" in err[-1] and "/no/such/model" in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+# ---------------------------------------------------------------------------- person fit
+def test_every_shipped_pool_checks_person_fit():
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    folders = sorted(SHIPPED_POOLS.glob("*/*/bundle.json"))
+    assert len(folders) == 8
+    for path in folders:
+        spec = load_bundle(path.parent).person_fit
+        assert spec is not None, path
+        assert 0 <= spec.chance_score < 1 and spec.lz_threshold < 0
+
+
+def test_a_chance_level_adaptive_run_is_moved_to_chance_and_widened():
+    """Issue 21: 2 of 4 winogrande pool items right gave 79.8 [72.7, 87.0] with no flag."""
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    pool = pool_state(load_bundle(SHIPPED_POOLS / "openllm_v1" / "winogrande"))
+    first = replay(pool.params, np.ones((1, len(pool.item_ids))), selector=MaxInfoSelector(),
+                   max_items=4).order[0]  # fmt: skip
+    scores = {pool.item_ids[k]: float(j % 2) for j, k in enumerate(first)}
+    found = estimate_pool(pool, scores)
+    assert found.flagged and found.person_fit["guessing"] and found.person_fit["widened"]
+    assert found.lower <= 0.5 <= found.upper
+    assert abs(found.value - 0.5) < 0.15 and "P(guessing)" in found.note
+
+
+def test_random_responders_on_a_shipped_pool_land_at_chance_and_ordinary_ones_do_not():
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    pool = pool_state(load_bundle(SHIPPED_POOLS / "openllm_v1" / "hellaswag"))
+    rng = np.random.default_rng(5)
+    answers = (rng.random((30, len(pool.item_ids))) < 0.25).astype(np.float64)
+    order = replay(pool.params, answers, selector=MaxInfoSelector(), max_items=30).order
+    found = [
+        estimate_pool(pool, {pool.item_ids[k]: answers[r, k] for k in row})
+        for r, row in enumerate(order)
+    ]
+    assert np.mean([f.lower <= 0.25 <= f.upper for f in found]) >= 0.95
+    assert np.mean([abs(f.value - 0.25) for f in found]) <= 0.05
+    # a model answering like a strong source model (p = 0.85 on every item) is not flagged
+    strong = (rng.random((30, len(pool.item_ids))) < 0.85).astype(np.float64)
+    order = replay(pool.params, strong, selector=MaxInfoSelector(), max_items=30).order
+    flagged = [
+        estimate_pool(pool, {pool.item_ids[k]: strong[r, k] for k in row}).person_fit["guessing"]
+        for r, row in enumerate(order)
+    ]
+    assert np.mean(flagged) <= 0.05

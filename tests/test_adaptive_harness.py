@@ -208,3 +208,37 @@ def test_demo_adaptive_runs_the_shipped_pool_and_prints_items_and_time(
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| truthfulqa"))
     assert "| 2 |" in row and " s |" in row
+
+
+@pytest.mark.parametrize(("benchmark", "chance"), [("winogrande", 0.5), ("hellaswag", 0.25)])
+def test_a_random_weights_model_on_a_shipped_pool_is_checked_and_reaches_chance(
+    tiny_model, tmp_path, capsys, benchmark, chance
+):
+    """Issue 21: a random GPT-2 on the winogrande pool got 79.8 [72.7, 87.0], no warning."""
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    out = tmp_path / "out"
+    command = [
+        "adaptive",
+        "--model",
+        "hf",
+        "--model_args",
+        model_args(tiny_model),
+        "--tasks",
+        f"microbench_pool_{benchmark}",
+        "--include_path",
+        str(SHIPPED_POOLS / "openllm_v1"),
+        "--output_path",
+        str(out),
+        "--max-items",
+        "12",
+    ]
+    assert main(command) == 0
+    (results,) = out.glob("results_*.json")
+    payload = json.loads(results.read_text())
+    task = f"microbench_pool_{benchmark}"
+    found, fit = payload["results"][task], payload["adaptive"][task]["person_fit"]
+    assert fit["checked"] and fit["chance_score"] == pytest.approx(chance, abs=0.01)
+    assert found["estimate_lower,none"] <= fit["chance_score"] <= found["estimate_upper,none"]
+    assert abs(found["estimate,none"] - fit["chance_score"]) < 0.1
+    assert fit["guessing"] and "person fit" in capsys.readouterr().err

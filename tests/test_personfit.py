@@ -127,11 +127,17 @@ def test_widening_reaches_chance_only_when_guessing():
     estimate = Estimate(0.517, 0.465, 0.570, 0.9, 0.03)
     guess = pf.PersonFit(-3.0, -2.0, 0.4, 0.9, 0.01, 25, True, True, "looks like guessing")
     wide, note = pf.widen_for_fit(estimate, guess, 0.25)
-    assert (wide.value, wide.lower, wide.upper) == (0.517, 0.25, 0.570)
-    assert "chance-level score 25.0" in note and "guessing" in note
+    # the value moves to the mixture 0.1 * 0.517 + 0.9 * 0.25 (P(guessing) = 0.9)
+    assert wide.value == pytest.approx(0.1 * 0.517 + 0.9 * 0.25)
+    assert (wide.lower, wide.upper) == (0.25, 0.570)
+    assert "chance-level score 25.0" in note and "guessing" in note and "0.90" in note
     above = Estimate(0.10, 0.05, 0.2)
     wide, _ = pf.widen_for_fit(above, guess, 0.25)
     assert (wide.lower, wide.upper) == (0.05, 0.25)
+    assert wide.value == pytest.approx(0.1 * 0.10 + 0.9 * 0.25)
+    unsure = pf.PersonFit(-1.0, -2.0, 0.4, 0.3, 0.01, 25, False, True, "could be guessing")
+    wide, _ = pf.widen_for_fit(estimate, unsure, 0.25)
+    assert wide.value == pytest.approx(0.7 * 0.517 + 0.3 * 0.25) and wide.lower == 0.25
     misfit = pf.PersonFit(-3.0, -2.0, 0.001, 0.0, 0.01, 25, True, False, "unlike the source")
     same, note = pf.widen_for_fit(estimate, misfit, 0.25)
     assert same == estimate and note == "unlike the source"
@@ -173,10 +179,12 @@ def test_a_random_responder_on_the_shipped_hellaswag_bundle(shared_data):
     answers = (rng.random((40, len(ids))) < 0.25).astype(np.float64)
     fits = pf.person_fit(bundle.irt, answers, ids, 0.25, n_simulations=500)
     estimator = bundle_estimator(bundle, None)
-    contains = []
+    contains, moved = [], []
     for row, fit in zip(answers, fits, strict=True):
         estimate = estimator.estimate(dict(zip(ids, row, strict=True)))
         wide, _ = pf.widen_for_fit(estimate, fit, 0.25)
         contains.append(wide.lower <= 0.25 <= wide.upper)
+        moved.append(abs(wide.value - 0.25))
     assert np.mean([f.flagged for f in fits]) >= 0.95
     assert np.mean(contains) >= 0.95
+    assert np.mean(moved) <= 0.05  # the point value too, not only the interval's end

@@ -31,28 +31,51 @@ from build_openllm_v1 import (
     DEFAULT_DATA,
     LICENSE,
     build_docs,
+    item_chance,
     read_truth,
     source_matrix,
 )
 
 from lmeval_microbench.adaptive import build_pool, pool_task_spec
+from lmeval_microbench.adaptive.pool import pool_person_fit
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
 from lmeval_microbench.benchmarks import SUITES
-from lmeval_microbench.bundle import MetricSpec
+from lmeval_microbench.bundle import MetricSpec, load_bundle, save_bundle
+from lmeval_microbench.errors import InputError
 from lmeval_microbench.harness.export import write_task
+from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.truth import align_target
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 0
 
 
-def build_one(name: str, data: Path, out: Path) -> None:
+def add_person_fit(folder: Path, source: ResponseMatrix, truth, chance) -> None:
+    """Add (or refresh) a shipped pool's ``person_fit`` block from its source matrix, refitting
+    nothing else: the block a full build writes (:func:`~lmeval_microbench.adaptive.pool.
+    pool_person_fit`, from the pool's own IRT parameters)."""
+    bundle = load_bundle(folder)
+    if source.fingerprint() != bundle.provenance.source_sha256:
+        raise InputError(f"{folder}: pool {bundle.name!r} was built from another source matrix")
+    spec = pool_person_fit(bundle.irt, source, truth, chance)
+    save_bundle(replace(bundle, person_fit=spec), folder, overwrite=True)
+    print(
+        f"{folder.name:<11} l_z* threshold {spec.lz_threshold:.2f}, chance score "
+        f"{spec.chance_score:.3f} ({spec.chance_rule})",
+        flush=True,
+    )
+
+
+def build_one(name: str, data: Path, out: Path, person_fit_only: bool = False) -> None:
     started = time.perf_counter()
     bm = BENCHMARKS[name]
     label = f"openllm-v1-{name}-pool"
     docs, equal = build_docs(bm, data, label)
     source, truth = align_target(source_matrix(bm, data, docs), read_truth(bm, data))
+    if person_fit_only:
+        add_person_fit(out / name, source, truth, item_chance(bm, docs))
+        return
     bundle = build_pool(
         source,
         truth,
@@ -65,6 +88,7 @@ def build_one(name: str, data: Path, out: Path) -> None:
         f"{bm.n_items} of {bm.summary}, as the Open LLM Leaderboard v1 ran them; fitted on "
         f"{source.n_models} leaderboard models.",
         seed=SEED,
+        chance=item_chance(bm, docs),
     )
     spec = pool_task_spec(replace(bm.spec, tags=("microbench_pool",)), name)
     write_task(out, spec, bundle, [docs[item] for item in bundle.item_ids])
@@ -77,7 +101,7 @@ def build_one(name: str, data: Path, out: Path) -> None:
     )
 
 
-def build_v2(name: str, data: Path, out: Path) -> None:
+def build_v2(name: str, data: Path, out: Path, person_fit_only: bool = False) -> None:
     """The pool of a whole v2 benchmark, with the v2 micro task's settings."""
     import build_openllm_v2 as v2
 
@@ -91,6 +115,10 @@ def build_v2(name: str, data: Path, out: Path) -> None:
         [{"item_id": i, "bundle": label, "benchmark": name, **raw[i]} for i in ids]
     )
     source = v2.with_hashes(source, {d["item_id"]: d for d in docs})
+    chance = v2.item_chance(name, {i: raw[i] for i in ids})
+    if person_fit_only:
+        add_person_fit(out / name, source, truth, chance)
+        return
     bundle = build_pool(
         source,
         truth,
@@ -103,6 +131,7 @@ def build_v2(name: str, data: Path, out: Path) -> None:
         f"as lm-eval's {bm.lmeval_task} runs them; fitted on {source.n_models} Open LLM "
         "Leaderboard v2 models.",
         seed=SEED,
+        chance=chance,
     )
     static = {"ifeval": v2.ifeval_spec, "musr": v2.musr_spec}[name]()
     spec = pool_task_spec(replace(static, tags=("microbench_pool",)), name)
@@ -122,14 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="the suite's data folder (default: shared)")
     parser.add_argument("--out", type=Path, help="pool folder (default: the shipped one)")
     parser.add_argument("--benchmarks", help="comma-separated (default: all of the suite)")
+    parser.add_argument(
+        "--person-fit",
+        action="store_true",
+        help="only add the person-fit block to the pools of --out (from the data, no refitting)",
+    )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite
     names = args.benchmarks.split(",") if args.benchmarks else list(SUITES[args.suite].benchmarks)
     for name in names:
         if args.suite == "openllm_v1":
-            build_one(name, args.data or DEFAULT_DATA, out)
+            build_one(name, args.data or DEFAULT_DATA, out, args.person_fit)
         else:
-            build_v2(name, args.data or DEFAULT_DATA.parent / "openllm_v2", out)
+            build_v2(name, args.data or DEFAULT_DATA.parent / "openllm_v2", out, args.person_fit)
     print(f"wrote {out}")
     return 0
 

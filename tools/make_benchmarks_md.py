@@ -26,6 +26,7 @@ SECTIONS = [
     ("joint.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),
     ("irt_small.md", "tools/bench_irt_small.py"),
+    ("random_models.md", "tools/bench_random_models.py"),
     ("personfit.md", "tools/bench_personfit.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),
     ("auto.md", "tools/bench_auto.py"),

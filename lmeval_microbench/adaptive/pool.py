@@ -11,17 +11,19 @@ not a registered estimator, so bundle readers keep it opaque and only :func:`poo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._types import ItemId
+from .._types import Estimate, ItemId
 from ..build import fit_source_irt
 from ..bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
+from ..bundle.fit_spec import PersonFitSpec
 from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
 from ..irt.params import ItemParams
+from ..personfit import build_spec, check_estimate, fit_record
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
 from .estimation import GridPosterior
@@ -195,9 +197,16 @@ def build_pool(
     description: str | None = None,
     seed: int = 0,
     estimator: str = SCORE_ESTIMATOR,
+    chance: float | Mapping[ItemId, float] | None = None,
 ) -> Bundle:
-    """The pool bundle of every item of ``source`` (true full scores ``truth``, fractions)."""
+    """The pool bundle of every item of ``source`` (true full scores ``truth``, fractions).
+
+    ``chance`` (one level, or one per item, e.g. 1 / number of choices; None: the weakest
+    source models' item rates, see :func:`~lmeval_microbench.personfit.build_spec`) sets the
+    pool's ``person_fit`` block, which checks every adaptive estimate like a static one.
+    """
     _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator)
+    irt = fit_source_irt(source, seed=seed)
     subset = Subset(
         tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), POOL_METHOD, seed
     )
@@ -207,7 +216,7 @@ def build_pool(
         benchmark=benchmark,
         subset=subset,
         source=source,
-        irt=fit_source_irt(source, seed=seed),
+        irt=irt,
         estimators=[
             EstimatorSpec(static.name, static.state_dict()),
             EstimatorSpec(ADAPTIVE, state.to_dict()),
@@ -218,8 +227,21 @@ def build_pool(
         reliability={"adaptive": dict(state.calibration)},
         license=license,
         description=description,
+        person_fit=pool_person_fit(irt, source, truth, chance),
     )
     return bundle
+
+
+def pool_person_fit(
+    irt: ItemParams,
+    source: ResponseMatrix,
+    truth: np.ndarray,
+    chance: float | Mapping[ItemId, float] | None,
+) -> PersonFitSpec:
+    """A pool's ``person_fit`` block: the l_z* threshold from its source models' whole
+    answer patterns (l_z* is standardised for the items a run answered, so it carries over
+    to the 10-50 items of an adaptive run) and the chance levels of every pool item."""
+    return build_spec(irt, source.values, list(source.item_ids), truth, chance)
 
 
 # ---------------------------------------------------------------------------- estimating
@@ -233,10 +255,21 @@ class PoolEstimate:
     theta: float
     se: float
     n_items: int
+    person_fit: dict[str, Any] = field(default_factory=lambda: {"checked": False})
+    """:func:`~lmeval_microbench.personfit.fit_record` of the answers (``checked`` false for a
+    pool without a ``person_fit`` block)."""
+    note: str = ""
+    """Why the estimate was moved or its interval widened ("" when the answers fit)."""
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.person_fit.get("flagged"))
 
 
 def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9) -> PoolEstimate:
-    """The estimate an adaptive run's answers give, whatever order they were asked in.
+    """The estimate an adaptive run's answers give, whatever order they were asked in,
+    after the pool's person-fit check (the rule of static estimates: answers that cannot be
+    told from guessing move the value toward the chance score and widen the interval to it).
 
     The posterior depends only on which items were answered how, so this is what the run
     printed, recomputed from its samples (what ``microbench reconstruct`` needs).
@@ -258,11 +291,16 @@ def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
     value, low, high = score_map.predict_run(session.expected_scores(), asked, answers)
     lower, upper = score_map.interval(value, len(values), level, (low, high))
     theta, se = session.mean_se()
+    raw = Estimate(float(value[0]), float(lower[0]), float(upper[0]), level)
+    reported, fit, note = check_estimate(pool.bundle, scores, raw)
+    checked = raw if reported is None else reported
     return PoolEstimate(
-        float(value[0]),
-        float(lower[0]),
-        float(upper[0]),
+        checked.value,
+        checked.lower,
+        checked.upper,
         float(theta[0]),
         float(se[0]),
         len(values),
+        fit_record(fit, pool.bundle.person_fit, note, checked is not raw),
+        note,
     )

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._io import canonical_json
 from .._types import ItemId
-from ..errors import InputError
+from ..errors import InputError, MicrobenchError
 from ..harness.estimates import registered_bundle
 from ..harness.hooks import GSM8K_ANSWER
 from .engine import AdaptiveSession
@@ -227,6 +227,8 @@ def check_resumed_log(log: Path, steps: list[dict[str, Any]], identity: dict[str
     logged = steps[0].get("run") if steps else None
     if logged is None or logged == identity:
         return
+    if not isinstance(logged, dict):
+        raise InputError(f"{log}: step 1: 'run' must be an object naming the model and pool")
     differs = sorted(key for key in identity if logged.get(key) != identity[key])
     mine = {key: identity[key] for key in differs}
     theirs = {key: logged.get(key) for key in differs}
@@ -234,6 +236,32 @@ def check_resumed_log(log: Path, steps: list[dict[str, Any]], identity: dict[str
         f"{log}: the step log is of another run ({theirs}); this run is {mine}: resume it with "
         "the same model and pool, or start in another --output_path"
     )
+
+
+def resume_steps(session: AdaptiveSession, steps: list[dict[str, Any]], log: Path) -> list[Answer]:
+    """Record the logged ``steps`` in ``session`` and return their answers; a step whose
+    fields are not lists of one length (items of the pool, scores in [0, 1], flags, sample
+    records) is refused naming the log and the step, never half-recorded."""
+    answers: list[Answer] = []
+    for number, step in enumerate(steps, start=1):
+        fields = [step.get(key) for key in ("items", "scores", "unparsed", "samples")]
+        if not all(isinstance(f, list) for f in fields) or len({len(f) for f in fields}) != 1:
+            raise InputError(
+                f"{log}: step {number}: items, scores, unparsed and samples must be lists of "
+                "one length"
+            )
+        items, scores, unparsed, samples = fields
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in scores):
+            raise InputError(f"{log}: step {number}: scores must be numbers, got {scores[:5]}")
+        try:
+            session.record_items([str(i) for i in items], [float(x) for x in scores])
+        except MicrobenchError as exc:
+            raise InputError(f"{log}: step {number}: {exc}") from None
+        answers += [
+            Answer(str(i), float(x), bool(u), dict(d) if isinstance(d, dict) else {})
+            for i, x, u, d in zip(items, scores, unparsed, samples, strict=True)
+        ]
+    return answers
 
 
 def run_task(
@@ -269,15 +297,7 @@ def run_task(
         raise InputError(f"{log} exists: pass --resume to continue it, or another --output_path")
     if identity is not None:
         check_resumed_log(log, steps, identity)
-    answers: list[Answer] = []
-    for step in steps:
-        session.record_items(step["items"], step["scores"])
-        answers += [
-            Answer(i, s, u, x)
-            for i, s, u, x in zip(
-                step["items"], step["scores"], step["unparsed"], step["samples"], strict=True
-            )
-        ]
+    answers = resume_steps(session, steps, log)
     resumed = len(answers)
     start = time.perf_counter()
     while (reason := session.stop_reason()) is None:

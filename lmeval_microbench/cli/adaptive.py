@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MicrobenchError
+from ..reconstruct import FIT_MARK
 from ._options import load_original_task, positive_int, print_table, render_original_task
 
 DEFAULT_TASKS = "microbench_mmlu,microbench_truthfulqa,microbench_winogrande"
@@ -210,6 +211,7 @@ def _write_results(
             "resumed_items": result.resumed_items,
             "seconds": result.seconds,
             "unparsed": result.unparsed,
+            "person_fit": est.person_fit,
         }
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
     write_json(args.output_path / f"results_{stamp}.json", payload)
@@ -222,7 +224,7 @@ def _print(results: list[Any]) -> None:
         rows.append(
             {
                 "task": result.task,
-                "estimate": f"{100 * est.value:.1f}",
+                "estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}",
                 "90% interval": f"[{100 * est.lower:.1f}, {100 * est.upper:.1f}]",
                 "items": est.n_items,
                 "ability (se)": f"{est.theta:.2f} ({est.se:.2f})",
@@ -232,6 +234,8 @@ def _print(results: list[Any]) -> None:
         )
     print_table(rows, list(rows[0]) if rows else [])
     for result in results:
+        if result.estimate.note:
+            print(f"{FIT_MARK} {result.task}: person fit: {result.estimate.note}", file=sys.stderr)
         if result.stop_reason == "pool_exhausted":
             print(f"{result.task}: the pool ran out before the target se was reached")
         if result.unparsed:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..benchmarks import SUITES
 from ..errors import InputError
+from ..reconstruct import FIT_MARK
 from ._options import (
     METHODS,
     add_deprecated,
@@ -215,7 +216,7 @@ def run_adaptive(args: argparse.Namespace) -> None:
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
     lm = load_smollm2(args.batch_size)
     out = Path(tempfile.mkdtemp(prefix="microbench-adaptive-demo-"))
-    rows = []
+    rows, notes = [], []
     try:
         for name in names:
             task = load_pool_task(f"microbench_pool_{name}", SHIPPED_POOLS)
@@ -226,10 +227,12 @@ def run_adaptive(args: argparse.Namespace) -> None:
             )
             result = run_task(lm, task, RunOptions(max_items=args.max_items), out / f"{name}.log")
             est = result.estimate
+            if est.note:
+                notes.append(f"{FIT_MARK} {name}: person fit: {est.note}")
             rows.append(
                 {
                     "benchmark": name,
-                    "adaptive estimate": f"{100 * est.value:.1f}",
+                    "adaptive estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}",
                     "90% interval": _interval(est.lower, est.upper),
                     "items asked": est.n_items,
                     "time": _minutes(result.seconds),
@@ -239,6 +242,8 @@ def run_adaptive(args: argparse.Namespace) -> None:
         shutil.rmtree(out, ignore_errors=True)
     print("\nAdaptive suite (the static suite follows, for comparison):")
     print_table(rows, list(rows[0]))
+    for note in notes:
+        print(note)
 
 
 def chosen_tasks(text: str, gsm8k: bool) -> list[str]:
@@ -355,7 +360,7 @@ def _report(
                 "benchmark": name,
                 "items run": f"{found.items_scored} of {found.full_size:,}",
                 "subset score (%)": f"{100 * found.subset_mean:.1f}",
-                "estimate (%)": f"{100 * found.value:.1f}",
+                "estimate (%)": f"{100 * found.value:.1f}{FIT_MARK if found.flagged else ''}",
                 f"{_level(result):.0%} interval": _interval(found.lower, found.upper),
                 "in-run = recomputed": _agrees(found),
                 "time": _minutes(seconds[name]),
@@ -377,6 +382,9 @@ def _report(
     print("\nEstimated full-benchmark scores of SmolLM2-135M-Instruct (percent):\n")
     print_table(rows, list(rows[0]))
     print(f"\n{TABLE_NOTE}")
+    for found in result.estimates:
+        if found.flagged and found.person_fit:
+            print(f"{FIT_MARK} {found.benchmark}: person fit: {found.person_fit.get('note')}")
     skipped = [n for n in ALL_TASKS if n not in names]
     if skipped:
         print(

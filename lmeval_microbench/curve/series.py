@@ -19,6 +19,7 @@ import numpy as np
 from .._types import Estimate
 from ..bundle import Bundle
 from ..irt import estimate_abilities
+from ..personfit import bundle_person_fit, fitted_estimate
 from ..reconstruct import bundle_estimator
 from ..responses import ResponseMatrix
 from .significance import DEFAULT_PERMUTATIONS, ScoreFunction, StepTest, paired_flip_test
@@ -214,6 +215,8 @@ def trace_benchmark(
                 estimate=Estimate(value[k], lower[k], upper[k], options.level) if has else None,
             )
         )
+    points, flagged = _check_person_fit(bundle, values, points)
+    notes += flagged
     tests = {
         quantity: [
             paired_flip_test(
@@ -242,3 +245,22 @@ def trace_benchmark(
     quantities = [q for q in QUANTITIES if q in functions] + (["truth"] if truth else [])
     curve.stats = {q: series_stats(curve.values(q)) for q in quantities}
     return curve
+
+
+def _check_person_fit(
+    bundle: Bundle, values: np.ndarray, points: list[CurvePoint]
+) -> tuple[list[CurvePoint], list[str]]:
+    """The checkpoints with their estimates after the bundle's person-fit check (the rule of
+    every estimate: early checkpoints that answer like guessing move toward chance and their
+    intervals reach it), and one note per flagged checkpoint. The change tests keep the
+    estimator's own function: they compare answer patterns, not reported values."""
+    fits = bundle_person_fit(bundle, values)
+    if fits is None:
+        return points, []
+    checked, notes = [], []
+    for point, fit in zip(points, fits, strict=True):
+        estimate, note = fitted_estimate(point.estimate, fit, bundle.person_fit)
+        checked.append(replace(point, estimate=estimate))
+        if note:
+            notes.append(f"{point.label}: person fit: {note}")
+    return checked, notes

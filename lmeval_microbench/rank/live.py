@@ -151,6 +151,9 @@ class LiveEvaluator:
                 )
 
     def _estimate(self, name: str) -> Scored:
+        """The model's estimate after the person-fit check its lm-eval run announced (the
+        same rule as every other estimate: guessing moves it toward chance and widens it)."""
+        from ..personfit import check_estimate
         from ..reconstruct import bundle_estimator
 
         parts = []
@@ -158,7 +161,8 @@ class LiveEvaluator:
             scores = self.scores[name].get(task, {})
             missing = len(scores) < info.bundle.budget
             est = bundle_estimator(info.bundle).estimate(scores, level=LEVEL, allow_missing=missing)
-            parts.append(Scored(est.value, est.lower, est.upper))
+            checked = check_estimate(info.bundle, scores, est)[0] or est
+            parts.append(Scored(checked.value, checked.lower, checked.upper))
         return combine(parts)
 
     def _score(self, name: str, level: int) -> Scored:
