@@ -106,6 +106,19 @@ def test_rule_needs_a_win_by_more_than_one_standard_error():
     assert pick([_row(FLOOR.method, FLOOR.estimator, None, None, None)], FLOOR) is None
 
 
+def test_a_candidate_whose_intervals_missed_on_the_folds_does_not_compete():
+    """bench/peers.md: greedy + kridge won MuSR's extrapolation cells on error with its
+    intervals covering 0.41-0.56 of the strongest models."""
+    floor_row = {**_row(FLOOR.method, FLOOR.estimator, 5.0, 0.0, 0.0), "coverage90": 0.9}
+    better = _row("greedy", "kridge", 3.0, -2.0, 0.1)
+    low = {**better, "coverage90": 0.92, "extrapolation_coverage90": 0.21}
+    assert pick([floor_row, low], FLOOR) == FLOOR
+    held = {**better, "coverage90": 0.85, "extrapolation_coverage90": 0.83}
+    assert pick([floor_row, held], FLOOR) == Candidate("greedy", "kridge")
+    no_extrapolation = {**better, "coverage90": 0.88, "extrapolation_coverage90": None}
+    assert pick([floor_row, no_extrapolation], FLOOR) == Candidate("greedy", "kridge")
+
+
 def test_failed_candidates_are_recorded_not_scored():
     table = {(FLOOR, 5): Outcome(), (Candidate("dpp", "irt"), 5): Outcome(failure="too few")}
     truth = np.array([0.5, 0.6])

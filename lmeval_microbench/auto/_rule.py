@@ -15,6 +15,14 @@ one standard error is for a single comparison (one-sided 84 %), Bonferroni-split
 1.0 for one candidate, 2.4 for 20.
 On leaderboard sub-populations of 15-50 models plain one-SE let through winners that lost to
 random + mean on held-out models (bench/auto.md).
+
+Only candidates whose 90 % intervals held on the folds compete: a candidate that covered
+fewer than :data:`MIN_COVERAGE` of the held-out models on the random or on the extrapolation
+folds is left out, whatever its error (the floor always competes). A low error with an
+interval that misses the strongest models is the failure a user cannot see: on the whole
+MuSR matrix kridge estimators reached the lowest random-fold errors while their intervals
+covered 14-24 % of the extrapolation folds' models, and the peer suite's held-out
+strongest models saw the same (coverage 0.41-0.56, bench/peers.md before this rule).
 """
 
 from __future__ import annotations
@@ -32,8 +40,12 @@ RULE = (
     "lowest inner-CV score (mean of the random-fold and extrapolation-fold MAE); kept only "
     "when it is below the floor's by more than z standard errors of their paired per-split "
     "difference (z: one-sided 84 % normal quantile, Bonferroni over the k candidates beside "
-    "the floor), else the floor"
+    "the floor), else the floor; candidates whose 90 % intervals covered fewer than 80 % of "
+    "the held-out models on either kind of fold do not compete"
 )
+MIN_COVERAGE = 0.8
+"""Least coverage of a 90 % interval on the folds for a candidate to compete with the floor
+(10 points under nominal: a fold's coverage is itself measured on a few dozen models)."""
 ONE_SE_TAIL = 1.0 - norm.cdf(1.0)
 
 
@@ -133,9 +145,22 @@ def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
     floor_row = by_key.get(floor)
     if floor_row is None or floor_row["score"] is None:
         return None
-    scored = [r for r in rows if r["score"] is not None and r["diff_vs_floor"] is not None]
+    scored = [
+        r
+        for r in rows
+        if r["score"] is not None
+        and r["diff_vs_floor"] is not None
+        and (Candidate(r["method"], r["estimator"]) == floor or _intervals_held(r))
+    ]
     best = min(scored, key=lambda r: r["score"])
     se = best["diff_se"] if best["diff_se"] is not None and np.isfinite(best["diff_se"]) else 0.0
     if best["diff_vs_floor"] < -margin_z(len(scored) - 1) * se:
         return Candidate(best["method"], best["estimator"])
     return floor
+
+
+def _intervals_held(row: dict) -> bool:
+    """Whether the candidate's intervals covered at least :data:`MIN_COVERAGE` of the
+    held-out models on every kind of fold it was scored on (a kind not run does not count)."""
+    found = [row.get("coverage90"), row.get("extrapolation_coverage90")]
+    return all(c is None or not np.isfinite(c) or c >= MIN_COVERAGE for c in found)
