@@ -261,6 +261,18 @@ def test_adaptive_refuses_an_output_path_that_is_a_file_and_names_a_missing_mode
     assert not any("Traceback" in line for line in err)
 
 
+def test_a_target_se_the_prior_already_meets_is_refused_before_the_model_loads(tmp_path, capsys):
+    """Issue 21: --target-se 10 loaded the model, then said there was nothing to estimate."""
+    from lmeval_microbench.cli.app import main
+
+    argv = ["adaptive", "--model", "hf", "--model_args", "pretrained=/no/such/model",
+            "--tasks", "microbench_mmlu", "--target-se", "10", "--output_path",
+            str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--target-se 10 is not below the prior sd" in err and "could not load" not in err
+
+
 # ---------------------------------------------------------------------------- person fit
 def test_every_shipped_pool_checks_person_fit():
     from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS

@@ -128,12 +128,26 @@ def run(args: argparse.Namespace) -> int:
     )
     names = [pool_task_name(t.strip()) for t in args.tasks.split(",") if t.strip()]
     tasks = [load_pool_task(name, include) for name in names]
+    _check_target_se(args.target_se, tasks)
     started = time.perf_counter()
     lm = make_lm(args.model, args.model_args, device=args.device, batch_size=args.batch_size)
     results = [_run_one(lm, task, options, args) for task in tasks]
     _write_results(args, options, results, time.perf_counter() - started)
     _print(results)
     return 0
+
+
+def _check_target_se(target_se: float | None, tasks: list[Any]) -> None:
+    """A target se the prior already meets would stop every run before its first item: say
+    so before the model loads (the ability's se starts at the pool's prior sd)."""
+    for task in tasks:
+        prior_sd = task.pool.state.prior_sd
+        if target_se is not None and target_se >= prior_sd:
+            raise InputError(
+                f"--target-se {target_se:g} is not below the prior sd {prior_sd:.2f} of pool "
+                f"{task.pool.name!r}: the run would stop before asking any item; give a "
+                "smaller target (e.g. 0.3) or --max-items alone"
+            )
 
 
 def _run_one(lm: Any, pool_task: Any, options: Any, args: argparse.Namespace) -> Any:
