@@ -38,6 +38,7 @@ from lmeval_microbench.harness import (
 )
 from lmeval_microbench.harness.docs import ITEMS_JSONL, read_docs
 from lmeval_microbench.harness.tiny import build_random_gpt2
+from lmeval_microbench.personfit import check_estimate
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -444,7 +445,8 @@ def test_generate_until_task_scores_completions_and_estimates(tiny_model, tmp_pa
         assert isinstance(completion, str) and ":" not in completion
         assert sample["exact_match"] == hooks.gsm8k_exact_match(sample["doc"], completion)
     scores = {s["doc"]["item_id"]: s["exact_match"] for s in samples}
-    expected = bundle_estimator(bundle).estimate(scores)
+    raw = bundle_estimator(bundle).estimate(scores)
+    expected = check_estimate(bundle, scores, raw)[0]  # after person fit, as every estimate
     assert results["results"][spec.task]["estimate,none"] == pytest.approx(expected.value)
 
 
