@@ -63,37 +63,47 @@ def generated_tokens(tokenizer: Any, samples: list[dict[str, Any]]) -> dict[str,
     return found
 
 
-def run_micro(lm: Any, manager: Any, name: str) -> tuple[float, list[dict[str, Any]], dict]:
+def run_micro(
+    lm: Any, manager: Any, name: str, limit: int | None
+) -> tuple[float, list[dict[str, Any]], dict]:
     import lm_eval
 
     task = f"microbench_{name}"
     started = time.perf_counter()
     results = lm_eval.simple_evaluate(
-        model=lm, tasks=[task], task_manager=manager, log_samples=True
+        model=lm, tasks=[task], task_manager=manager, log_samples=True, limit=limit
     )
     seconds = time.perf_counter() - started
     return seconds, results["samples"][task], results["results"][task]
 
 
 def costs(
-    name: str, seconds: float, samples: list[dict[str, Any]], tokens: pd.Series, tokenizer: Any
+    name: str,
+    seconds: float,
+    samples: list[dict[str, Any]],
+    tokens: pd.Series,
+    tokenizer: Any,
+    micro_items: list[str],
 ) -> dict[str, Any]:
-    items = [line["doc"]["item_id"] for line in samples]
-    micro_prompt = float(tokens[items].sum())
+    """Token counts and seconds of the micro task (all of ``micro_items``) and of the whole
+    benchmark, at the seconds per token of the items that ran (all of them without --limit)."""
+    ran = [line["doc"]["item_id"] for line in samples]
     generated = generated_tokens(tokenizer, samples) if name == "ifeval" else {}
-    micro_generated = float(sum(generated.values()))
-    mean_generated = micro_generated / len(items) if generated else 0.0
-    micro_tokens = micro_prompt + micro_generated
+    mean_generated = float(sum(generated.values())) / len(ran) if generated else 0.0
+    rate = seconds / (float(tokens[ran].sum()) + mean_generated * len(ran))
+    micro_prompt = float(tokens[micro_items].sum())
+    micro_tokens = micro_prompt + mean_generated * len(micro_items)
     full_tokens = float(tokens.sum()) + mean_generated * tokens.size
-    rate = seconds / micro_tokens
     return {
         "benchmark": name,
-        "micro_items": len(items),
+        "items_run": len(ran),
+        "seconds_run": round(seconds, 1),
+        "micro_items": len(micro_items),
         "full_items": int(tokens.size),
-        "micro_seconds": round(seconds, 1),
+        "micro_seconds": round(micro_tokens * rate, 1),
         "micro_prompt_tokens": int(micro_prompt),
-        "micro_generated_tokens": int(micro_generated),
-        "mean_tokens_per_micro_item": round(micro_tokens / len(items), 1),
+        "micro_generated_tokens": int(mean_generated * len(micro_items)),
+        "mean_tokens_per_micro_item": round(micro_tokens / len(micro_items), 1),
         "mean_tokens_per_item_whole": round(full_tokens / tokens.size, 1),
         "full_tokens_estimated": int(full_tokens),
         "seconds_per_1000_tokens": round(1000 * rate, 3),
@@ -137,7 +147,12 @@ def markdown(payload: dict[str, Any]) -> str:
         f"SmolLM2-135M-Instruct on CPU ({payload['threads']} torch thread(s)); load average "
         f"{payload['load_start']} at the start. Whole-benchmark time = its tokens (every item "
         "tokenised; IFEval's generated tokens at the micro items' mean) at the micro run's "
-        "seconds per token.",
+        "seconds per token. Items run: "
+        + ", ".join(
+            f"{r['benchmark']} {r['items_run']} of {r['micro_items']} in {r['seconds_run']:.0f} s"
+            for r in payload["tasks"]
+        )
+        + " (fewer than all: the micro task's wall time is its tokens at the rate those ran).",
         "",
         "| benchmark | micro items | micro wall | tokens per micro item | tokens per item "
         "(whole) | whole items | whole wall (extrapolated) | compute ratio | load avg |",
@@ -175,11 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--limit",
+        type=int,
+        help="run only the first N items of each micro task (lm-eval's --limit); the micro "
+        "task's seconds are then its tokens at the rate those items ran",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     import torch
     from lm_eval.tasks import TaskManager
 
+    from lmeval_microbench.bundle import load_bundle
     from lmeval_microbench.cli.demo import load_smollm2
     from lmeval_microbench.harness import include_path
 
@@ -190,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     manager = TaskManager(include_path=str(include_path()), include_defaults=False)
     rows = []
     for name in TASKS:
-        seconds, samples, _ = run_micro(lm, manager, name)
-        rows.append(costs(name, seconds, samples, tokens[name], lm.tokenizer))
+        seconds, samples, _ = run_micro(lm, manager, name, args.limit)
+        bundle = load_bundle(include_path() / "openllm_v2" / name)
+        rows.append(
+            costs(name, seconds, samples, tokens[name], lm.tokenizer, list(bundle.item_ids))
+        )
         print(json.dumps(rows[-1]), flush=True)
     micro = sum(r["micro_seconds"] for r in rows)
     full = sum(r["full_seconds_extrapolated"] for r in rows)
