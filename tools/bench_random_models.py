@@ -33,12 +33,12 @@ import numpy as np
 from tqdm import tqdm
 
 from lmeval_microbench.adaptive import MaxInfoSelector, pool_state, replay
-from lmeval_microbench.adaptive.pool import estimate_pool
+from lmeval_microbench.adaptive.pool import estimate_pool, posterior_estimate
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS, SUITES
 from lmeval_microbench.bundle import Bundle, load_bundle
 from lmeval_microbench.harness import include_path
-from lmeval_microbench.reconstruct import estimate_models
+from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.truth import align_target, read_scores
 
@@ -60,28 +60,21 @@ def random_answers(chance: np.ndarray, n: int, seed: int) -> np.ndarray:
 
 
 def static_rows(bundle: Bundle, values: np.ndarray, names: list[str]) -> list[dict[str, Any]]:
-    """``estimate_models`` records of the rows of ``values`` (the bundle's items, in order)."""
+    """``estimate_models`` records of the rows of ``values`` (the bundle's items, in order),
+    with the default estimator's value before the person-fit check as ``raw``."""
     matrix = ResponseMatrix(values, names, list(bundle.item_ids), source=f"bench {bundle.name}")
+    raw = bundle_estimator(bundle).estimate_matrix(matrix)[0]
     return [
         {
             "value": r["estimate_value"],
             "lower": r["estimate_lower"],
             "upper": r["estimate_upper"],
-            "raw": _raw_value(r),
+            "raw": float(before),
             "flagged": bool(r["person_fit"].get("flagged")),
             "guessing": bool(r["person_fit"].get("guessing")),
         }
-        for r in estimate_models(bundle, matrix)
+        for r, before in zip(estimate_models(bundle, matrix), raw, strict=True)
     ]
-
-
-def _raw_value(record: dict[str, Any]) -> float:
-    """The estimator's value before the check (the note names it when the check moved it)."""
-    fit = record["person_fit"]
-    if not fit.get("guessing"):
-        return record["estimate_value"]
-    weight, chance = fit["guess_posterior"], fit["chance_score"]
-    return (record["estimate_value"] - weight * chance) / (1.0 - weight) if weight < 1 else chance
 
 
 def adaptive_rows(pool_bundle: Bundle, values: np.ndarray) -> dict[int, list[dict[str, Any]]]:
@@ -103,15 +96,14 @@ def adaptive_rows(pool_bundle: Bundle, values: np.ndarray) -> dict[int, list[dic
         for r, order in enumerate(result.order):
             scores = {ids[k]: float(values[r, k]) for k in order[:n]}
             est = estimate_pool(pool, scores)
-            fit = est.person_fit
             rows.append(
                 {
                     "value": est.value,
                     "lower": est.lower,
                     "upper": est.upper,
-                    "raw": _raw_value({"estimate_value": est.value, "person_fit": fit}),
-                    "flagged": bool(fit.get("flagged")),
-                    "guessing": bool(fit.get("guessing")),
+                    "raw": posterior_estimate(pool, scores)[0].value,
+                    "flagged": bool(est.person_fit.get("flagged")),
+                    "guessing": bool(est.person_fit.get("guessing")),
                 }
             )
         found[n] = rows

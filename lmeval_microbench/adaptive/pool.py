@@ -274,6 +274,26 @@ def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
     The posterior depends only on which items were answered how, so this is what the run
     printed, recomputed from its samples (what ``microbench reconstruct`` needs).
     """
+    raw, theta, se = posterior_estimate(pool, scores, level)
+    reported, fit, note = check_estimate(pool.bundle, scores, raw)
+    checked = raw if reported is None else reported
+    return PoolEstimate(
+        checked.value,
+        checked.lower,
+        checked.upper,
+        theta,
+        se,
+        len(scores),
+        fit_record(fit, pool.bundle.person_fit, note, checked is not raw),
+        note,
+    )
+
+
+def posterior_estimate(
+    pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
+) -> tuple[Estimate, float, float]:
+    """The score map's estimate of the answers before any person-fit check, with the
+    ability's posterior mean and sd: what :func:`estimate_pool` then checks."""
     if not scores:
         raise InputError(f"pool {pool.name!r}: no answered items to estimate from")
     session = GridPosterior(
@@ -292,15 +312,4 @@ def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
     lower, upper = score_map.interval(value, len(values), level, (low, high))
     theta, se = session.mean_se()
     raw = Estimate(float(value[0]), float(lower[0]), float(upper[0]), level)
-    reported, fit, note = check_estimate(pool.bundle, scores, raw)
-    checked = raw if reported is None else reported
-    return PoolEstimate(
-        checked.value,
-        checked.lower,
-        checked.upper,
-        float(theta[0]),
-        float(se[0]),
-        len(values),
-        fit_record(fit, pool.bundle.person_fit, note, checked is not raw),
-        note,
-    )
+    return raw, float(theta[0]), float(se[0])
