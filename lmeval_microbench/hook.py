@@ -266,8 +266,9 @@ def _warn_missing(run: TaskScores, bundle: Bundle, estimator: str, allow_missing
         )
     else:
         _warn(
-            f"{head}: the estimate is NaN (pass allow_missing / --allow-missing to impute "
-            "them; the interval widens accordingly)"
+            f"{head}: the estimate is NaN (to impute them, with a wider interval: "
+            f"`microbench reconstruct OUTPUT_PATH --allow-missing`, or in the lm-eval run "
+            f"--metadata '{{\"microbench_allow_missing\": true}}')"
         )
 
 

@@ -1,4 +1,4 @@
-"""Figures of the reliability benchmark; matplotlib is optional and imported only here, lazily.
+"""Figures of the reliability benchmark; matplotlib (a dependency) is imported only here, lazily.
 
 The object-oriented API (``matplotlib.figure.Figure``) is used instead of ``pyplot`` so that
 drawing never switches the caller's backend or opens a window.
@@ -20,13 +20,16 @@ _LINESTYLES = ("-", "--", "-.", ":")
 
 
 def matplotlib_available() -> bool:
-    """Whether the optional plotting dependency is installed."""
+    """Whether matplotlib can be imported (it is a dependency; an environment may still lack it)."""
     return importlib.util.find_spec("matplotlib") is not None
 
 
 def _require_matplotlib() -> None:
     if not matplotlib_available():
-        raise MicrobenchError("plots need matplotlib: pip install 'lmeval-microbench[plots]'")
+        raise MicrobenchError(
+            "plots need matplotlib, a dependency of lmeval-microbench missing from this "
+            "environment: pip install matplotlib (or --no-plots)"
+        )
 
 
 def _x_position(record: dict[str, Any], all_at: float) -> float:

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ._io import atomic_path, sha256_bytes
 from ._types import Estimate, ItemId, MaybeEstimated, ModelId
 from .benchmarks import SUITES, column_order, shipped
 from .bundle import Bundle
 from .errors import InputError, ItemMismatchError
 from .estimators import estimator_from_state
 from .estimators.base import ScoreEstimator
+from .pairs import write_pair
 from .personfit import bundle_person_fit, fit_record, fitted_estimate
 from .responses import ResponseMatrix
 
@@ -449,15 +449,12 @@ def write_reconstruction(
 ) -> Path:
     """Write ``result`` as JSON to ``path`` and its markdown table beside it (``.md``).
 
-    Both go to temporary files first, then into place, the table first: its last line names
-    the JSON file and its sha256, so a pair cut apart by a kill between the two moves shows
-    it (the JSON's checksum is not the one its table names). See
-    :func:`reconstruction_files` for the targets refused.
+    Both are written as a pair (:func:`~lmeval_microbench.pairs.write_pair`): the table's
+    last line names the JSON and its sha256, so a pair cut apart by a kill between the two
+    moves shows it (``microbench verify``). See :func:`reconstruction_files` for the targets
+    refused.
     """
     path, table = reconstruction_files(path, overwrite=overwrite)
     data = (json.dumps(result.to_dict(), indent=2) + "\n").encode("utf-8")
-    footer = f"Estimates: `{path.name}`, sha256 {sha256_bytes(data)}.\n"
-    with atomic_path(path) as json_tmp, atomic_path(table) as table_tmp:
-        json_tmp.write_bytes(data)
-        table_tmp.write_text(result.to_markdown() + "\n" + footer, encoding="utf-8")
+    write_pair(path, table, data, result.to_markdown(), "Estimates")
     return path

@@ -3,15 +3,20 @@
 The tests are split by reader: ``test_fuzz_matrices.py`` (response matrices and true scores,
 plus the known-defect reproductions and the case-count check), ``test_fuzz_bundles.py`` (bundle
 folders, joint estimator files), ``test_fuzz_runs.py`` (lm-eval samples and results files,
-the run reader of the post-run reconstruction) and ``test_fuzz_logs.py`` (adaptive step logs
-read for ``--resume``). This module holds what they share: case counts, settings, helpers,
-mutations, strategies and the ``bundle_template`` fixture.
+the run reader of the post-run reconstruction), ``test_fuzz_logs.py`` (adaptive step logs
+read for ``--resume``) and ``test_fuzz_rank_curve.py`` (``microbench rank``'s model list,
+score table and report; ``microbench curve``'s checkpoint folders and report). This module
+holds what they share: case counts, settings, helpers, mutations, strategies and the
+``bundle_template`` fixture.
 
 Readers: response matrices (``ResponseMatrix.read``, parquet and CSV), true scores
 (``truth.read_scores``), bundle folders (``bundle.load_bundle`` / ``load_items``), joint
 estimator files (``hook.load_joint``), lm-eval samples and results files
-(``collect.read_samples_file`` / ``collect_samples`` / ``SamplesRun``) and the run reader of
-the post-run reconstruction (``hook.reconstruct_runs``).
+(``collect.read_samples_file`` / ``collect_samples`` / ``SamplesRun``), the run reader of
+the post-run reconstruction (``hook.reconstruct_runs``), the ``--model-args-file`` of
+``microbench rank`` (``cli.rank.read_model_args``), the checkpoint runs of ``microbench curve``
+(``curve.reader.read_runs`` via ``curve.trace_runs``) and the reports both write
+(``ranking.json``, ``curve.json``: strict JSON, read back with :func:`strict_load`).
 
 Properties:
 
@@ -28,7 +33,7 @@ Properties:
 Every hypothesis test runs with ``derandomize=True`` (the same cases on every run) and a
 bounded ``max_examples``; shrinking is off so that a failing property costs no more time than
 a passing one. :data:`CASES` counts the cases of each test (hypothesis examples, or the
-parameters of a plain test): 1554 generated cases in all (``TOTAL_CASES``, summed in
+parameters of a plain test): 2028 generated cases in all (``TOTAL_CASES``, summed in
 ``test_fuzz_matrices.py``, whose ``test_case_count_is_documented`` checks this sentence).
 
 ``MICROBENCH_FUZZ_LOG=FILE`` records every property-1 violation in FILE (JSON lines) instead of
@@ -97,6 +102,17 @@ N_HOOK_REAL_REORDER = 5
 N_HOOK_REAL_MUTATIONS = 20
 N_LOG_BYTES = 60
 N_LOG_JSON = 80
+N_MODEL_ARGS_ROUNDTRIP = 60
+N_MODEL_ARGS_BYTES = 80
+N_MODEL_ARGS_FILES = 16  # the table of test_fuzz_rank_curve.py, checked there
+N_RANK_SCORES = 60
+N_RANK_SCORES_REORDER = 15
+N_RANK_OUTPUTS = 30
+N_CURVE_REORDER = 20
+N_CURVE_BYTES = 60
+N_CURVE_JSON = 80
+N_CURVE_FOLDERS = 18  # the table of test_fuzz_rank_curve.py, checked there
+N_CURVE_STEPS = 30
 
 BUNDLE_FILE_MUTATIONS = (
     "no bundle.json",
@@ -112,6 +128,14 @@ BUNDLE_FILE_MUTATIONS = (
     "checksums lists a missing file",
     "checksums lists a path outside the folder",
 )
+
+RANK_CURVE_REGRESSIONS = (
+    "test_model_args_file_errors_name_the_file_and_lines",
+    "test_ranking_json_is_strict_when_every_model_scores_the_same",
+    "test_rank_number_lists_are_one_line_errors",
+    "test_curve_step_that_is_not_finite_names_the_run",
+)
+"""The plain regression tests of ``test_fuzz_rank_curve.py`` (one case each)."""
 
 CASES = {
     "test_matrix_roundtrip": N_MATRIX_ROUNDTRIP,
@@ -149,8 +173,20 @@ CASES = {
     "test_an_impossible_score_names_the_log_and_the_step": 1,
     "test_log_byte_mutations": N_LOG_BYTES,
     "test_log_json_mutations": N_LOG_JSON,
+    "test_model_args_roundtrip_and_reorder": N_MODEL_ARGS_ROUNDTRIP,
+    "test_model_args_byte_mutations": N_MODEL_ARGS_BYTES,
+    "test_model_args_file_mutations": N_MODEL_ARGS_FILES,
+    "test_rank_score_mutations": N_RANK_SCORES,
+    "test_rank_scores_reorder": N_RANK_SCORES_REORDER,
+    "test_rank_outputs": N_RANK_OUTPUTS,
+    "test_curve_roundtrip": 1,
+    "test_curve_reorder": N_CURVE_REORDER,
+    "test_curve_byte_mutations": N_CURVE_BYTES,
+    "test_curve_json_mutations": N_CURVE_JSON,
+    "test_curve_folder_mutations": N_CURVE_FOLDERS,
+    "test_curve_step_rules": N_CURVE_STEPS,
+    **dict.fromkeys(RANK_CURVE_REGRESSIONS, 1),
 }
-"""Cases per test; ``test_known_defect`` is added below, with its table."""
 """Cases per test; ``test_known_defect`` is added in ``test_fuzz_matrices.py``, with its table."""
 
 TS = "2024-01-01T00-00-00.000000"
@@ -229,6 +265,15 @@ def read_clean(call: Callable[[], Any], *names: str, case: Any = None) -> tuple[
     ) from error
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def strict_load(path: Path) -> Any:
+    """A written JSON file read as strict readers do: NaN and Infinity refused."""
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+
+
 def quiet(call: Callable[[], Any]) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -241,40 +286,11 @@ def same_numbers(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 # ---------------------------------------------------------------------------- byte mutations
-BYTE_OPS = (
-    "truncate",
-    "flip",
-    "insert",
-    "delete",
-    "replace",
-    "drop_line",
-    "dup_line",
-    "swap_lines",
-    "empty",
-)
-TOKENS = (
-    b'"',
-    b"{",
-    b"}",
-    b"[",
-    b"]",
-    b",",
-    b":",
-    b"\n",
-    b"\r\n",
-    b"\x00",
-    b"\xff",
-    b"\xc3",
-    b"NaN",
-    b"Infinity",
-    b"-",
-    b"1e999",
-    b"123456789012345678901234567890",
-    b"\\ud800",
-    b"null",
-    b"true",
-    b"PAR1",
-)
+BYTE_OPS = ("truncate", "flip", "insert", "delete", "replace", "drop_line", "dup_line",
+            "swap_lines", "empty")  # fmt: skip
+TOKENS = (b'"', b"{", b"}", b"[", b"]", b",", b":", b"\n", b"\r\n", b"\x00", b"\xff", b"\xc3",
+          b"NaN", b"Infinity", b"-", b"1e999", b"123456789012345678901234567890", b"\\ud800",
+          b"null", b"true", b"PAR1")  # fmt: skip
 byte_ops = st.lists(
     st.tuples(
         st.sampled_from(BYTE_OPS),
@@ -323,32 +339,9 @@ DEEP = "\x00fuzz-deep\x00"
 SURROGATE = "\x00fuzz-surrogate\x00"
 DEEP_LEVELS = 100_000
 SEALED_DEEP_LEVELS = 300
-REPLACEMENTS: tuple[Any, ...] = (
-    None,
-    True,
-    False,
-    0,
-    -1,
-    2,
-    0.5,
-    -0.0,
-    1e308,
-    10**400,
-    "",
-    " ",
-    "x",
-    "1",
-    [],
-    {},
-    [None],
-    {"": None},
-    [1, 2],
-    math.nan,
-    math.inf,
-    -math.inf,
-    DEEP,
-    SURROGATE,
-)
+REPLACEMENTS: tuple[Any, ...] = (None, True, False, 0, -1, 2, 0.5, -0.0, 1e308, 10**400, "",
+                                 " ", "x", "1", [], {}, [None], {"": None}, [1, 2], math.nan,
+                                 math.inf, -math.inf, DEEP, SURROGATE)  # fmt: skip
 JSON_OPS = ("delete", "retype", "nest", "add_key", "rename_key")
 json_ops = st.lists(
     st.tuples(

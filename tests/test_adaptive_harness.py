@@ -108,7 +108,13 @@ def test_multiple_choice_run_sends_the_static_requests_and_reproduces_its_estima
     pool = pool_state(load_bundle(suite / "toy"))
     again = estimate_pool(pool, {s["doc"]["item_id"]: s["acc"] for s in samples})
     assert results["results"]["microbench_pool_toy"]["estimate,none"] == pytest.approx(again.value)
-    assert "estimate" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "estimate" in printed.out
+    steps = [line for line in printed.err.splitlines() if "microbench_pool_toy: step" in line]
+    assert [line.split(",")[0] for line in steps] == [
+        f"microbench_pool_toy: step {k} of at most 3" for k in (1, 2, 3)
+    ]
+    assert "6 of at most 6 items asked" in steps[-1]
     static = lm_eval.simple_evaluate(
         model="hf",
         model_args=model_args(tiny_model),

@@ -267,3 +267,35 @@ def test_build_help_names_source_date_epoch(capsys):
     with pytest.raises(SystemExit):
         main(["build", "--help"])
     assert "SOURCE_DATE_EPOCH" in capsys.readouterr().out
+
+
+def test_estimate_from_runs_says_why_a_bundle_without_task_matches_none(
+    matrix_file, tmp_path, capsys
+):
+    """A bundle built without --task has no lm-eval task: the README's old `estimate BUNDLE
+    --responses out/` met a bare "no run"; the one line now names the bundle, says why and
+    what works instead."""
+    folder = tmp_path / "toy-12"
+    assert (
+        main(
+            [
+                *("build", "--responses", str(matrix_file), "--method", "random"),
+                *("--budget", "12", "--benchmark", "toy", "--estimators", "mean"),
+                *("--out", str(folder)),
+            ]
+        )
+        == 0
+    )
+    runs = tmp_path / "out"
+    runs.mkdir()
+    line = {"doc_id": 0, "doc": {"question": "2+2?"}, "target": 0, "filter": "none"}
+    lines = [json.dumps({**line, "doc_id": k, "metrics": ["acc"], "acc": 1.0}) for k in range(3)]
+    (runs / "samples_arc_easy_2025-01-01T00-00-00.jsonl").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["estimate", str(folder), "--responses", str(runs), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    name = load_bundle(folder).name
+    assert f"no run of bundle {name!r}" in err[0]
+    assert "was built without --task" in err[0] and "estimate from a response matrix" in err[0]
+    assert "Traceback" not in err[0]

@@ -102,3 +102,19 @@ def test_eval_runs_lm_eval_and_prints_the_estimates(tiny_model, tmp_path, capfd,
     budget = load_bundle(include_path() / "openllm_v1" / "truthfulqa").budget
     assert f"truthfulqa {budget} of 817" in captured.out
     assert "the run reported estimate" not in captured.err  # recomputed = in-run
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "said"),
+    [
+        (-9, 137, "ran out of memory: try a smaller --batch_size"),
+        (-15, 143, "signal 15 (SIGTERM)"),
+        (3, 3, "lm-eval exited with status 3"),
+    ],
+)
+def test_a_failed_lm_eval_says_why(monkeypatch, capsys, code, status, said):
+    monkeypatch.setattr(eval_command.subprocess, "call", lambda command: code)
+    argv = ["eval", "--model", "hf", "--model_args", "pretrained=x", "--batch_size", "auto"]
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err

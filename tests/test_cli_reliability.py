@@ -72,7 +72,11 @@ def test_end_to_end_writes_json_markdown_and_plots(files, tmp_path, capsys):
         assert record["protocol"] in ("random", "extrapolation")
         assert (record["budget"], record["method"] == "all") in ((5, False), ("all", True))
         assert record["repeats"] == 2 and record["n_targets"] == 32
-        assert 0.0 <= record["coverage90"] <= 1.0 and record["mae"] >= 0.0
+        assert record["mae"] >= 0.0
+        if record.get("interval_status") == "zero width":  # `all` + mean: the truth itself
+            assert record["budget"] == "all" and record["coverage90"] is None
+        else:
+            assert 0.0 <= record["coverage90"] <= 1.0
     combos = {(r["method"], r["estimator"]) for r in records}
     assert combos == {
         ("random", "mean"),
@@ -145,3 +149,85 @@ def test_out_must_be_json(files, tmp_path, capsys):
     assert run(files, tmp_path / "report.txt") == 2
     assert "--out must name a .json file" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------- --out DIR and leave-one-out
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A 20-model matrix without strata: what `--protocols loo` is for."""
+    folder = tmp_path_factory.mktemp("small")
+    matrix, _ = simulate_responses(random_item_params(30, seed=31), 20, seed=32)
+    matrix.to_parquet(folder / "small.parquet")
+    return folder / "small.parquet"
+
+
+def run_small(small, out, *extra):
+    return main(
+        [
+            "reliability",
+            *("--responses", str(small), "--protocols", "loo", "--out", str(out)),
+            *("--estimators", "mean", "--quiet", *extra),
+        ]
+    )
+
+
+@pytest.mark.parametrize("spelling", ["{dir}/", "{dir}"])
+def test_out_folder_gets_every_report_file(small, tmp_path, capsys, spelling):
+    """The README's `--out DIR`: a folder (trailing slash or no suffix) gets reliability.*."""
+    folder = tmp_path / "rel"
+    assert run_small(small, spelling.format(dir=folder), "--methods", "random") == 0
+    names = sorted(p.name for p in folder.iterdir())
+    expected = ["reliability.json", "reliability.md"]
+    if pytest.importorskip("matplotlib"):
+        expected += ["reliability_mae.png", "reliability_mdad.png"]  # no DIoR: one repeat
+    assert names == expected
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["report"] == str(folder / "reliability.json")
+    # the same folder again is refused, as any existing output
+    assert run_small(small, folder, "--methods", "random") == 2
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+
+
+def test_loo_defaults_say_what_they_leave_out(small, tmp_path, capsys):
+    """One repeat: no DIoR (n/a, null); no strata: no `stratified`; no --scores: no `all`."""
+    out = tmp_path / "loo.json"
+    assert run_small(small, out, "--budgets", "10") == 0
+    records = json.loads(out.read_text())
+    assert "stratified" not in {r["method"] for r in records}
+    assert {r["method"] for r in records} >= {"random", "greedy"}
+    for record in records:
+        assert record["tau_dior"] is None and record["top10_dior"] is None
+        assert record["dior_status"] == "one repeat" and record["kendall_tau"] is not None
+    markdown = (tmp_path / "loo.md").read_text()
+    assert "method `stratified` left out: the matrix has no strata" in markdown
+    assert "| n/a | n/a |" in markdown and "Note: `tau DIoR`, `top-10 DIoR` n/a" in markdown
+    err = capsys.readouterr().err
+    assert err.count("fewer than 20") == 1 and "times)" in err  # one line, not 20
+    # no --budgets and no --scores: `all` (the truth itself) is left out, and said so
+    out = tmp_path / "default.json"
+    assert run_small(small, out, "--methods", "random") == 0
+    assert {r["budget"] for r in json.loads(out.read_text())} == {10, 25}
+    assert "budget `all` left out" in (tmp_path / "default.md").read_text()
+
+
+def test_loo_asked_for_all_and_stratified_is_marked(small, tmp_path):
+    """Asked for explicitly, the rows stay, marked: zero-width coverage n/a, notes why."""
+    out = tmp_path / "asked.json"
+    assert run_small(small, out, "--methods", "random,stratified", "--budgets", "10,all") == 0
+    records = json.loads(out.read_text())
+    every = [r for r in records if r["budget"] == "all"]
+    assert every and all(r["interval_status"] == "zero width" for r in every)
+    assert all(r["coverage90"] is None and r["width90"] == 0.0 for r in every)
+    assert not any(r.get("interval_status") for r in records if r["budget"] != "all")
+    random, stratified = (
+        {k: v for k, v in r.items() if k not in ("method", "seconds", "selection_seconds")}
+        for r in records
+        if r["budget"] == 10
+    )
+    assert random == stratified  # the same items: why the note is needed
+    markdown = (tmp_path / "asked.md").read_text()
+    assert "`stratified` rows equal `random`'s" in markdown
+    assert "coverage n/a: the interval has width 0" in markdown
+    assert "`all` rows: the truth is the mean over the matrix items" in markdown
+    row = next(line for line in markdown.splitlines() if line.startswith("| all | mean | all"))
+    assert row.count("n/a") == 2 + 1 + 4  # DIoRs, cov90 and the four third columns shown

@@ -439,6 +439,14 @@ def test_find_samples_files_and_missing_path(toy, tmp_path):
         find_samples_files(tmp_path / "absent")
 
 
+def test_a_folder_named_like_a_samples_file_is_not_read_as_one(toy, tmp_path):
+    odd = tmp_path / "samples_odd_2025-01-01T00-00-00.jsonl"
+    odd.mkdir()
+    inside = odd / "samples_inner.jsonl"
+    inside.write_bytes(toy.read_bytes())
+    assert find_samples_files(tmp_path) == sorted([toy, inside])
+
+
 def test_json_array_file_of_lm_eval_040(tmp_path):
     path = tmp_path / "samples_toy.jsonl"
     path.write_text(json.dumps([line(k, k, 1.0, new=False) for k in range(3)]))

@@ -1,8 +1,9 @@
 """Publishing bundles: dry runs offline, and the real upload path against a fake Hub.
 
-The fake ``HfApi`` copies uploads into a local "remote" folder and the fake
-``snapshot_download`` serves them back, so ``publish_bundle`` -> ``load_bundle("hf://...")``
-runs the same code users run online, without a network.
+The fake ``HfApi`` copies uploads into a local "remote" folder (deleting what the upload's
+``delete_patterns`` remove) and the fake ``snapshot_download`` serves them back, into
+``local_dir`` when given, so ``publish_bundle`` -> ``load_bundle("hf://...")`` and the card's
+download command run the same code users run online, without a network.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from huggingface_hub.utils import filter_repo_objects
 
 from lmeval_microbench.bundle import (
     BUNDLE_FILE,
@@ -29,10 +31,11 @@ from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.publish import (
     CARD_FILE,
     CARD_TAGS,
+    DATA_FILE,
     PublishPlan,
     publish_bundle,
-    render_card,
 )
+from lmeval_microbench.publish.upload import STALE_PATTERNS
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 
@@ -80,6 +83,13 @@ class FakeHub:
                 hub.calls.append(("upload_folder", (), kwargs))
                 target = hub.folder(kwargs["repo_id"], kwargs.get("revision"))
                 assert target.is_dir(), "upload to a repo or branch that was never created"
+                remote = [str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()]
+                patterns = kwargs.get("delete_patterns")  # matched as the real client does
+                for name in (
+                    filter_repo_objects(remote, allow_patterns=patterns) if patterns else ()
+                ):
+                    if name != ".gitattributes":  # the Hub never deletes it
+                        (target / name).unlink()
                 shutil.copytree(kwargs["folder_path"], target, dirs_exist_ok=True)
                 return f"https://huggingface.co/datasets/{kwargs['repo_id']}/commit/0"
 
@@ -91,15 +101,24 @@ class FakeHub:
         *,
         repo_type: str | None = None,
         revision: str | None = None,
+        local_dir: str | None = None,
         **kwargs: Any,
     ) -> str:
+        where = {} if local_dir is None else {"local_dir": local_dir}
         self.calls.append(
-            ("snapshot_download", (repo_id,), {"repo_type": repo_type, "revision": revision})
+            (
+                "snapshot_download",
+                (repo_id,),
+                {"repo_type": repo_type, "revision": revision, **where},
+            )
         )
         folder = self.folder(repo_id, revision)
         if repo_type != "dataset" or not (folder / BUNDLE_FILE).exists():
             raise FileNotFoundError(f"{repo_id}@{revision}: not on the fake hub")
-        return str(folder)
+        if local_dir is None:
+            return str(folder)
+        shutil.copytree(folder, local_dir, dirs_exist_ok=True)
+        return str(Path(local_dir).resolve())
 
     def names(self) -> list[str]:
         return [name for name, _, _ in self.calls]
@@ -130,7 +149,8 @@ def test_dry_run_lists_files_and_card_without_network(
     before = sorted(p.name for p in saved.iterdir())
     plan = publish_bundle(saved, "me/bench-8", dry_run=True)
     assert isinstance(plan, PublishPlan)
-    assert plan.files == (BUNDLE_FILE, ITEMS_FILE, CARD_FILE)
+    assert plan.files == (BUNDLE_FILE, ITEMS_FILE, DATA_FILE, CARD_FILE)
+    assert plan.task is None
     assert plan.url == "https://huggingface.co/datasets/me/bench-8"
     assert hub.calls == []  # not even HfApi() was created
     assert sorted(p.name for p in saved.iterdir()) == before  # the card is not written locally
@@ -138,7 +158,9 @@ def test_dry_run_lists_files_and_card_without_network(
     assert meta["license"] == "other"
     assert meta["tags"] == list(CARD_TAGS)
     assert meta["pretty_name"] == bundle.name
-    assert meta["configs"][0]["data_files"][0]["path"] == ITEMS_FILE
+    assert meta["configs"] == [
+        {"config_name": "default", "data_files": [{"split": "test", "path": DATA_FILE}]}
+    ]
 
 
 def test_card_describes_the_subset_and_its_use(saved: Path, bundle: Bundle) -> None:
@@ -149,7 +171,11 @@ def test_card_describes_the_subset_and_its_use(saved: Path, bundle: Bundle) -> N
     assert 'load_bundle("hf://me/bench-8")' in card
     assert "microbench estimate hf://me/bench-8 --responses scores.csv" in card
     assert "microbench_" not in card  # the shipped tasks apply other bundles
+    assert "There is no lm-eval task in this repository" in card
+    assert "lm-eval run" not in card and "- lm-eval task: none" in card
     assert "allenai/ai2_arc" in card and "ARC-Challenge" in card
+    assert f"- `{ITEMS_FILE}`: the bundle's item documents" in card
+    assert "`weight` and the documents' fields (`question`" in card
 
 
 def test_card_uses_the_bundle_licence_and_says_when_reliability_is_unknown(
@@ -159,7 +185,8 @@ def test_card_uses_the_bundle_licence_and_says_when_reliability_is_unknown(
     folder = save_bundle(licensed, tmp_path / "licensed")
     card = publish_bundle(folder, "me/licensed", dry_run=True).card
     assert _front_matter(card)["license"] == "cc-by-nc-sa-4.0"
-    assert "configs" not in _front_matter(card)  # no items.parquet to show
+    assert "(the bundle stores no documents)" in card and f"`{ITEMS_FILE}`" not in card
+    assert "a response matrix alone" in card
     assert "No reliability measurement is stored" in card
 
 
@@ -191,8 +218,12 @@ def test_publish_then_load_from_hub_round_trips(
     assert init["token"] == "hf_secret"
     assert create == {"repo_type": "dataset", "exist_ok": True, "private": True}
     assert upload["repo_type"] == "dataset" and bundle.name in upload["commit_message"]
+    assert upload["delete_patterns"] == list(STALE_PATTERNS)
+    assert not Path(upload["folder_path"]).exists()  # the staging folder is cleaned up
     remote = hub.folder("me/bench-8", None)
-    assert sorted(p.name for p in remote.iterdir()) == sorted([BUNDLE_FILE, ITEMS_FILE, CARD_FILE])
+    files = sorted(str(p.relative_to(remote)) for p in remote.rglob("*") if p.is_file())
+    assert files == sorted([BUNDLE_FILE, ITEMS_FILE, DATA_FILE, CARD_FILE])
+    assert (remote / BUNDLE_FILE).read_bytes() == (saved / BUNDLE_FILE).read_bytes()
     assert load_bundle("hf://me/bench-8") == bundle
     frame = load_items("hf://me/bench-8")
     assert list(frame.index) == list(bundle.item_ids)
@@ -268,9 +299,10 @@ def test_card_commands_run_as_written(hub: FakeHub, tmp_path: Path, monkeypatch,
         estimators=["mean"],
         default_estimator="mean",
     )
-    publish_bundle(save_bundle(bundle, tmp_path / "card"), "me/bench-8")
+    folder = save_bundle(bundle, tmp_path / "card")
+    publish_bundle(folder, "me/bench-8")
     monkeypatch.chdir(tmp_path)
-    commands = _card_commands(render_card(bundle, "me/bench-8"))
+    commands = _card_commands((hub.folder("me/bench-8", None) / CARD_FILE).read_text())
     assert commands[0] == "pip install lmeval-microbench"
     python_line, estimate_line = commands[1], commands[2]
     argv = shlex.split(python_line)
@@ -288,3 +320,82 @@ def test_card_commands_run_as_written(hub: FakeHub, tmp_path: Path, monkeypatch,
     assert main(shlex.split(estimate_line)[1:]) == 0
     printed = capsys.readouterr().out
     assert "m1" in printed and "m2" in printed and bundle.name in printed
+
+
+def test_republishing_replaces_what_a_publication_wrote_and_keeps_the_rest(
+    saved: Path, hub: FakeHub
+) -> None:
+    """A file of an earlier upload (a renamed task's YAML) would still be downloaded; a
+    licence someone added by hand is theirs."""
+    publish_bundle(saved, "me/bench-8")
+    remote = hub.folder("me/bench-8", None)
+    (remote / "micro_old.yaml").write_text("task: micro_old\n")
+    (remote / "old_task").mkdir()
+    (remote / "old_task" / "items.jsonl").write_text("{}\n")
+    (remote / ".gitattributes").write_text("*.parquet filter=lfs\n")
+    (remote / "LICENSE").write_text("CC-BY-4.0\n")
+    publish_bundle(saved, "me/bench-8")
+    assert not (remote / "micro_old.yaml").exists()
+    assert not (remote / "old_task" / "items.jsonl").exists()
+    assert (remote / ".gitattributes").exists()  # the Hub never deletes it
+    assert (remote / "LICENSE").read_text() == "CC-BY-4.0\n"
+    assert load_bundle("hf://me/bench-8") == load_bundle(saved)
+
+
+# ---------------------------------------------------------------------------- --to-folder
+def test_to_folder_writes_the_repository_the_upload_sends(
+    saved: Path, hub: FakeHub, tmp_path: Path, capsys
+) -> None:
+    from lmeval_microbench.cli.app import main
+
+    out = tmp_path / "repo"
+    assert main(["publish", str(saved), "me/bench-8", "--to-folder", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    assert hub.calls == []  # nothing uploaded
+    publish_bundle(saved, "me/bench-8")
+    remote = hub.folder("me/bench-8", None)
+    local = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    sent = {str(p.relative_to(remote)): p.read_bytes() for p in remote.rglob("*") if p.is_file()}
+    assert local == sent
+    assert load_bundle(out) == load_bundle(saved)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging
+
+
+def test_to_folder_refuses_a_non_empty_folder_unless_overwrite(
+    saved: Path, tmp_path: Path, capsys
+) -> None:
+    from lmeval_microbench.cli.app import main
+
+    out = tmp_path / "repo"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    argv = ["publish", str(saved), "me/bench-8", "--to-folder", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(out) in err and "--overwrite" in err
+    assert main([*argv, "--overwrite"]) == 2  # not an earlier publication: not replaced
+    assert "not an earlier publication" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    assert main(argv) == 0  # an empty folder is fine
+    assert main(argv) == 2
+    assert main([*argv, "--overwrite"]) == 0  # an earlier publication is replaced
+    assert load_bundle(out) == load_bundle(saved)
+
+
+def test_a_failed_write_leaves_the_folder_as_it_was(
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lmeval_microbench.publish import repo
+
+    out = Path(publish_bundle(saved, "me/bench-8", to_folder=tmp_path / "pub" / "repo"))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(rows: list, path: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(repo, "_write_items", broken)
+    with pytest.raises(OSError, match="disk full"):
+        publish_bundle(saved, "me/other", to_folder=out, overwrite=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in out.parent.iterdir()] == ["repo"]  # no staging folder left

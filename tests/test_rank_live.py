@@ -111,3 +111,33 @@ def test_adaptive_item_counts_are_checked(capsys):
         check_counts([20, 10], {"p": 40})
     with pytest.raises(InputError, match="exceeds the 6 items of pool task 'p'"):
         check_counts([3, 7], {"p": 6, "q": 9})
+
+
+def test_a_round_without_a_terminal_prints_a_line_per_model(capsys):
+    from lmeval_microbench.rank.live import score_models
+
+    def score(name: str):
+        if name == "bad":
+            raise RuntimeError("out of memory\nmore")
+        return name
+
+    done = score_models(["a", "bad", "c"], [10, 40], 1, score)
+    assert set(done.scores) == {"a", "c"} and done.failures["bad"] == "RuntimeError: out of memory"
+    assert capsys.readouterr().err.splitlines() == [
+        "level 2/2 (40 items): model 1 of 3 done: a",
+        "level 2/2 (40 items): model 2 of 3 failed: bad",
+        "level 2/2 (40 items): model 3 of 3 done: c",
+    ]
+
+
+def test_the_hf_model_runs_on_the_cpu_where_there_is_no_gpu(monkeypatch):
+    import torch
+
+    from lmeval_microbench.adaptive.runner import default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device("hf", None) == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device("hf", None) == "cuda"
+    assert default_device("hf", "cuda:1") == "cuda:1"
+    assert default_device("vllm", None) is None  # other backends choose for themselves

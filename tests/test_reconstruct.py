@@ -267,7 +267,10 @@ def test_missing_items_warn_and_give_nan_unless_allowed(tmp_path, suite, toys):
         result = reconstruct_runs(tmp_path / "out", bundles=[suite], progress=False)
     (found,) = result.estimates
     assert math.isnan(found.value) and found.missing == tuple(bundle.item_ids[4:])
-    assert any("estimate is NaN" in note for note in result.notes)
+    (hint,) = [note for note in result.notes if "estimate is NaN" in note]
+    # both spellings a user can type: the command's flag and lm-eval's --metadata
+    assert "--allow-missing" in hint
+    assert """--metadata '{"microbench_allow_missing": true}'""" in hint
     allowed = reconstruct(tmp_path / "out", bundles=[suite], allow_missing=True)
     expected = bundle_estimator(bundle).estimate(
         dict(zip(kept, [1.0, 0, 1, 0], strict=True)), allow_missing=True
@@ -600,7 +603,7 @@ def test_cli_out_replaces_files_only_with_overwrite(tmp_path, suite, toys, capsy
     assert "| m |" in (tmp_path / "est.md").read_text()
 
 
-def test_markdown_names_the_json_it_was_written_with(tmp_path, suite, toys, monkeypatch):
+def test_markdown_names_the_json_it_was_written_with(tmp_path, suite, toys, monkeypatch, capsys):
     """A kill between the two renames leaves a table whose named checksum is not the JSON's."""
     run_of(tmp_path / "a", "first", toys["toya"], seed=1)
     run_of(tmp_path / "b", "second", toys["toya"], seed=2)
@@ -622,6 +625,15 @@ def test_markdown_names_the_json_it_was_written_with(tmp_path, suite, toys, monk
     assert "| second |" in table and f"sha256 {digest}" not in table
     assert hashlib.sha256(target.read_bytes()).hexdigest() == digest  # the old JSON, whole
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    monkeypatch.setattr(os, "replace", replace)
+    # the reader of the pair says so, naming both files; either file of the pair is checked
+    for given in (target, target.with_suffix(".md")):
+        assert main(["verify", str(given)]) == 2
+        err = capsys.readouterr().err
+        assert f"{target.with_suffix('.md')} and {target} do not match" in err
+    write_reconstruction(reconstruct(tmp_path / "b", bundles=[suite]), target, overwrite=True)
+    assert main(["verify", str(target)]) == 0
+    assert capsys.readouterr().out == f"ok: {target.with_suffix('.md')} shows {target}\n"
 
 
 # ---------------------------------------------------------------------------- real data

@@ -55,7 +55,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -68,7 +67,7 @@ from tqdm import tqdm
 from lmeval_microbench._io import atomic_path
 from lmeval_microbench.cli.reliability import DIOR_LABEL
 from lmeval_microbench.estimators import ESTIMATORS
-from lmeval_microbench.plots import matplotlib_available, metric_vs_budget_png
+from lmeval_microbench.plots import metric_vs_budget_png
 from lmeval_microbench.reliability import (
     ALL,
     LEVEL,
@@ -355,9 +354,6 @@ def kept_defaults(config: RunConfig) -> dict[str, dict] | None:
 
 def draw_plots(records: Sequence[dict[str, Any]], config: RunConfig) -> dict[str, bytes]:
     """MAE and MDAD against budget per dataset (file name -> PNG bytes)."""
-    if not matplotlib_available():
-        warnings.warn("matplotlib is not installed: no plots", stacklevel=2)
-        return {}
     plots = {}
     for name in config.datasets:
         rows = [r for r in records if r["dataset"] == name]

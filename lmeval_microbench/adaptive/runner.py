@@ -15,7 +15,7 @@ import hashlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,11 +155,25 @@ def _unparsed(task: Any, doc: Any, filtered: list[Any]) -> bool:
     return GSM8K_ANSWER.search(str(filtered[0])) is None
 
 
+def default_device(model: str, device: str | None) -> str | None:
+    """``device``, else for lm-eval's ``hf`` model the GPU when there is one, else the CPU.
+
+    lm-eval's ``hf`` model defaults to ``cuda`` even where torch has none, and then fails
+    for every model ("Torch not compiled with CUDA enabled"); a user without a GPU should not
+    have to know to pass ``--device cpu``.
+    """
+    if device is not None or model not in ("hf", "hf-auto", "huggingface"):
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def make_lm(model: str, model_args: str, *, device: str | None, batch_size: str | None) -> Any:
     """The lm-eval model as ``lm-eval run`` makes it from the same four options."""
     from lm_eval.api.registry import get_model
 
-    extra = {"batch_size": batch_size, "device": device}
+    extra = {"batch_size": batch_size, "device": default_device(model, device)}
     try:
         return get_model(model).create_from_arg_string(
             model_args, {k: v for k, v in extra.items() if v is not None}
@@ -264,6 +278,15 @@ def resume_steps(session: AdaptiveSession, steps: list[dict[str, Any]], log: Pat
     return answers
 
 
+def _step_line(task: str, step: int, asked: int, options: RunOptions, se: float) -> str:
+    most = -(-options.max_items // options.batch)  # ceil: the steps the item budget allows
+    target = "" if options.target_se is None else f" (stops at {options.target_se:g})"
+    return (
+        f"{task}: step {step} of at most {most}, {asked} of at most {options.max_items} "
+        f"items asked, ability se {se:.2f}{target}"
+    )
+
+
 def run_task(
     lm: Any,
     pool_task: PoolTask,
@@ -272,10 +295,13 @@ def run_task(
     *,
     resume: bool = False,
     identity: dict[str, Any] | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> TaskResult:
     """Run one pool task adaptively, logging each step to ``log`` before the next.
 
     ``identity`` (:func:`run_identity`) is written into the first step and checked on resume.
+    ``report`` gets a line per step ("step k of at most N ..."): lm-eval draws its own
+    progress bars for every step's requests, which alone do not say how far the run is.
     """
     pool = pool_task.pool
     session = AdaptiveSession(
@@ -322,6 +348,8 @@ def run_task(
         append_step(log, record)
         steps.append(record)
         answers += batch
+        if report is not None:
+            report(_step_line(pool_task.name, session.steps, len(answers), options, float(se[0])))
     scores = {a.item: a.score for a in answers}
     estimate = estimate_pool(pool, scores, options.level)
     return TaskResult(

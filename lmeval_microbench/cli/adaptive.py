@@ -45,7 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", help="lm-eval model type (hf, vllm, ...)")
     parser.add_argument("--model_args", default="", help="lm-eval model arguments")
-    parser.add_argument("--device", help="lm-eval --device")
+    parser.add_argument(
+        "--device", help="lm-eval --device (default: cuda if there is one, else cpu)"
+    )
     parser.add_argument("--batch_size", help="lm-eval --batch_size")
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"default: {DEFAULT_TASKS}")
     parser.add_argument("--include_path", help="folder of pool tasks (default: shipped pools)")
@@ -158,7 +160,15 @@ def _run_one(lm: Any, pool_task: Any, options: Any, args: argparse.Namespace) ->
     log = log_path(args.output_path, pool_task.name)
     identity = run_identity(args.model, args.model_args, pool_task)
     try:
-        result = run_task(lm, pool_task, options, log, resume=args.resume, identity=identity)
+        result = run_task(
+            lm,
+            pool_task,
+            options,
+            log,
+            resume=args.resume,
+            identity=identity,
+            report=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     except Exception as exc:  # the model raised: what was logged stays, say how to go on
         if isinstance(exc, MicrobenchError):
             raise

@@ -10,11 +10,24 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import MicrobenchError
 from . import adaptive as adaptive_command
-from . import build, collect, demo, estimate, fit, publish, reconstruct, reliability, tasks_dir
+from . import (
+    build,
+    collect,
+    demo,
+    estimate,
+    fit,
+    items,
+    publish,
+    reconstruct,
+    reliability,
+    tasks_dir,
+    verify,
+)
 from . import curve as curve_command
 from . import eval as eval_command
 from . import rank as rank_command
 from ._options import CommandParser, UsageError
+from ._warnings import one_line_warnings
 
 SUBCOMMANDS = (
     collect,
@@ -25,6 +38,8 @@ SUBCOMMANDS = (
     curve_command,
     eval_command,
     tasks_dir,
+    items,
+    verify,
     publish,
     demo,
     reliability,
@@ -52,8 +67,10 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one-line errors for expected failures, tracebacks with MICROBENCH_DEBUG=1.
 
-    Ctrl-C is one line and exit status 130; outputs are written atomically, so an
-    interrupted command leaves nothing half-written. A command line argparse refuses is one
+    Our warnings print as ``warning: MESSAGE`` lines (:func:`one_line_warnings`), the same in
+    every command. Ctrl-C is one line and exit status 130; a closed pipe (``| head``) ends
+    quietly with 141; outputs are written atomically, so an interrupted command leaves nothing
+    half-written. A command line argparse refuses is one
     line too; no command at all prints the help (the command list) on stderr, status 2.
     """
     parser = make_parser()
@@ -66,10 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.run(args) or 0)
+        with one_line_warnings():
+            return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"microbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `microbench items mmlu | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # as a shell reports a program ended by SIGPIPE
     except (MicrobenchError, FileNotFoundError) as exc:
         if os.environ.get("MICROBENCH_DEBUG"):
             raise

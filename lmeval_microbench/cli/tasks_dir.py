@@ -27,11 +27,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "--include_path once lmeval-microbench is installed)"
         ),
     )
+    parser.add_argument(
+        "--pools",
+        action="store_true",
+        help="print the folder of the shipped adaptive pools instead (microbench_pool_* tasks)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..adaptive.pool_task import SHIPPED_POOLS
     from ..harness import include_path
 
-    print(include_path())
+    print(SHIPPED_POOLS if args.pools else include_path())
     return 0

@@ -291,7 +291,9 @@ def find_samples_files(
             found.add(path)
         elif path.is_dir():
             found.update(
-                p for p in path.rglob("samples_*.json*") if p.suffix in (".jsonl", ".json")
+                p  # a folder named like a samples file is not one (its files are still found)
+                for p in path.rglob("samples_*.json*")
+                if p.suffix in (".jsonl", ".json") and p.is_file()
             )
         else:
             raise InputError(f"{path}: no such file or folder")

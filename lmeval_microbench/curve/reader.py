@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from .._types import ItemId
 from ..bundle import Bundle
 from ..collect import SamplesRun, find_samples_files, folder_model_notes, newest_runs
-from ..errors import MicrobenchError
+from ..errors import InputError, MicrobenchError
 from ..hook import BundleIndex, LoggedSamples, match_run, read_task_scores
 from ..run_bundles import version_text
 from .ordering import RunIdentity
@@ -104,6 +104,9 @@ def _read_run(
     if not files:
         notes.append(f"run {label}: no samples_*.jsonl (run lm-eval with --log_samples); left out")
         return None
+    for path in files:
+        if not path.is_file():  # found by name: a folder called samples_*.jsonl
+            raise InputError(f"{path}: a folder, not a samples file")
     samples = [SamplesRun(path) for path in files]
     models = sorted({s.model_id for s in samples})
     if len(models) > 1:

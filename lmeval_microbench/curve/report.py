@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_path, sha256_bytes
+from .._io import atomic_path
 from ..errors import InputError
+from ..pairs import write_pair
 from .ordering import RunIdentity
 from .series import BenchmarkCurve
 
@@ -33,6 +34,14 @@ class CurveReport:
     rule: str
     curves: list[BenchmarkCurve]
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for run in self.runs:  # a point at step inf (a 400-digit revision=) has no place
+            if run.step is not None and not math.isfinite(run.step):
+                raise InputError(
+                    f"run {run.label}: its step ({run.step_from}) is not a finite number; give "
+                    "--step-regex or --order given"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,10 +171,7 @@ def write_report(
             with atomic_path(path) as tmp:
                 tmp.write_bytes(curve_png(curve))
             written.append(path)
-    data = (json.dumps(report.to_dict(), indent=2) + "\n").encode("utf-8")
-    footer = f"Curve data: `{JSON_NAME}`, sha256 {sha256_bytes(data)}.\n"
+    data = (json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n").encode("utf-8")
     json_path, table_path = folder / JSON_NAME, folder / TABLE_NAME
-    with atomic_path(json_path) as json_tmp, atomic_path(table_path) as table_tmp:
-        json_tmp.write_bytes(data)
-        table_tmp.write_text(report.to_markdown() + "\n" + footer, encoding="utf-8")
+    write_pair(json_path, table_path, data, report.to_markdown(), "Curve data")
     return [json_path, table_path, *written]

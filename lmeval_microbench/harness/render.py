@@ -29,6 +29,7 @@ from ..collect import content_hash, item_ids_of_docs
 from ..errors import InputError, ItemMismatchError
 from ..responses import ResponseMatrix
 from .export import TaskSpec
+from .offline import dataset_access, dataset_of
 
 DEFAULT_FEWSHOT_SEED = 1234
 """lm-eval's default ``--fewshot_random_seed`` (``simple_evaluate``'s ``fewshot_random_seed``)."""
@@ -89,7 +90,8 @@ def load_task(
     """The lm-eval task object of ``task`` (a registered name, or a YAML file).
 
     ``num_fewshot`` overrides the YAML's as lm-eval's ``--num_fewshot`` does; it must be what
-    the runs of the response matrix used.
+    the runs of the response matrix used. A dataset that cannot be had offline is one
+    :class:`InputError` line within seconds (:mod:`.offline`), not minutes of retries.
     """
     from lm_eval.tasks import TaskManager
 
@@ -101,7 +103,8 @@ def load_task(
             f"lm-eval does not know task {name!r}"
             + (f" (searched {include} and its built-in tasks)" if include else "")
         )
-    task_obj = _load_single_task(manager, name)
+    with dataset_access(name, dataset_of(manager, name)):  # offline: one line, in seconds
+        task_obj = _load_single_task(manager, name)
     if num_fewshot is not None:
         task_obj.set_config(key="num_fewshot", value=num_fewshot)
     task_obj.set_fewshot_seed(seed=fewshot_seed)

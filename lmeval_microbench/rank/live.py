@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -184,14 +185,19 @@ def score_models(
 ) -> Evaluated:
     """Every model through ``score``; one that raises is reported with why, the rest go on.
 
-    lm-eval's own progress bars are per task; this one says where the round is (it is off
-    without a terminal).
+    lm-eval's own progress bars are per task; this one says where the round is: a bar on a
+    terminal, else (a log file, a cluster job) a line per model, so a long round is never
+    silent.
     """
     out = Evaluated()
     label = f"level {level + 1}/{len(levels)} ({levels[level]} items)"
-    for name in tqdm(models, desc=label, unit="model", disable=None):
+    bar = sys.stderr.isatty()
+    for number, name in enumerate(tqdm(models, desc=label, unit="model", disable=not bar), 1):
         try:
             out.scores[name] = score(name)
         except Exception as exc:  # a failed model is reported, not fatal
             out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        if not bar:
+            done = "failed" if name in out.failures else "done"
+            print(f"{label}: model {number} of {len(models)} {done}: {name}", file=sys.stderr)
     return out

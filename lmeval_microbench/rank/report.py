@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,18 @@ def rank_interval_png(rows: list[Mapping[str, Any]], title: str, max_models: int
     return buffer.getvalue()
 
 
+def strict_json(value: Any) -> Any:
+    """NaN and infinities as ``None`` all the way down (an undefined statistic, such as
+    Kendall's tau of models that all score the same, is ``null``, never bare ``NaN``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def check_report_folder(out: str | Path, *, overwrite: bool) -> Path:
     """``--out`` checked before any work: a file, or a folder holding a report without
     ``overwrite``, is refused naming it."""
@@ -117,7 +130,7 @@ def write_report(
     """Write ranking.json, ranking.md and (when drawn) rank_intervals.png into ``out``."""
     folder = check_report_folder(out, overwrite=overwrite)
     blobs: dict[str, bytes] = {
-        "json": (json.dumps(document, indent=2, allow_nan=False) + "\n").encode(),
+        "json": (json.dumps(strict_json(document), indent=2, allow_nan=False) + "\n").encode(),
         "md": markdown(document).encode(),
     }
     if png is not None:

@@ -105,7 +105,14 @@ from .plan import (
     default_repeats,
     parse_budgets,
 )
-from .report import MARKDOWN_COLUMNS, json_ready, markdown_report, markdown_table
+from .report import (
+    MARKDOWN_COLUMNS,
+    NOT_APPLICABLE,
+    json_ready,
+    markdown_report,
+    markdown_table,
+    table_notes,
+)
 from .splits import (
     PROTOCOLS,
     TARGET_SHARE,
@@ -138,6 +145,7 @@ __all__ = [
     "MDAD_BIN_WIDTH",
     "MDAD_MIN_PAIRS",
     "MIN_PER_THIRD",
+    "NOT_APPLICABLE",
     "PROTOCOLS",
     "SUMMARY_METRICS",
     "TARGET_SHARE",
@@ -192,5 +200,6 @@ __all__ = [
     "split_sizes",
     "spread_metrics",
     "summarise",
+    "table_notes",
     "top_rows",
 ]

@@ -312,6 +312,7 @@ def run_info(
         "n_models": matrix.n_models,
         "n_items": matrix.n_items,
         "n_holdout": n_holdout,
+        "n_strata": len(set(matrix.strata())),
         "protocols": list(plan.protocols),
         "methods": list(plan.methods),
         "estimators": list(plan.estimators),

@@ -301,12 +301,32 @@ def ranking_metrics(repeats: Sequence[Repeat]) -> dict[str, Any]:
     }
 
 
-def interval_metrics(repeats: Sequence[Repeat]) -> dict[str, float]:
-    """Coverage and mean width of the 90 % intervals, overall and by thirds of the range."""
+ZERO_WIDTH = 1e-6
+"""Mean interval width (points) below which an interval is taken as zero-width."""
+ZERO_WIDTH_STATUS = "zero width"
+ONE_REPEAT_STATUS = "one repeat"
+
+
+def interval_metrics(repeats: Sequence[Repeat]) -> dict[str, Any]:
+    """Coverage and mean width of the 90 % intervals, overall and by thirds of the range.
+
+    A zero-width interval (every matrix item, with a truth that is their mean or too few
+    source models for a calibration line: the residuals on the sources are 0) covers a truth
+    only by floating-point accident, so its coverages are NaN and the record says
+    ``interval_status: "zero width"`` instead of printing a coverage that means nothing.
+    """
     truth, value, lower, upper = (np.concatenate([r[k] for r in repeats]) * 100.0 for k in range(4))
+    width = float(np.mean(upper - lower))
+    if math.isfinite(width) and width < ZERO_WIDTH:
+        return {
+            "coverage90": math.nan,
+            "width90": width,
+            **dict.fromkeys(THIRD_FIELDS, math.nan),
+            "interval_status": ZERO_WIDTH_STATUS,
+        }
     return {
         "coverage90": interval_coverage(truth, lower, upper),
-        "width90": float(np.mean(upper - lower)),
+        "width90": width,
         **coverage_by_thirds(truth, value, lower, upper),
     }
 
@@ -317,11 +337,19 @@ def decision_metrics(repeats: Sequence[Repeat]) -> dict[str, float]:
 
     The mean says how well a recipe ranks on average; DIoR says how badly it can rank under an
     unlucky draw of the decisions made in building it, which is what a user relying on one
-    subset risks.
+    subset risks. With one repeat (a leave-one-out cycle) there is one draw, whose "lower
+    bound" would just repeat ``kendall_tau``: the DIoRs are NaN and ``dior_status`` says why.
     """
     if not repeats:
         return {"tau_dior": math.nan, "top10": math.nan, "top10_dior": math.nan}
     impact = decision_impact([(r[1], r[0]) for r in repeats], k=10)
+    if len(repeats) < 2:  # the lower bound of one draw is that draw: not a DIoR at all
+        return {
+            "tau_dior": math.nan,
+            "top10": impact.top_k_mean,
+            "top10_dior": math.nan,
+            "dior_status": ONE_REPEAT_STATUS,
+        }
     return {
         "tau_dior": impact.tau_dior,
         "top10": impact.top_k_mean,
