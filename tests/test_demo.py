@@ -96,6 +96,10 @@ def test_smollm2_in_run_estimates_equal_the_reconstruction(smollm2, tmp_path, ca
     assert f"winogrande | {budgets['winogrande']} of 1,267" in printed
     assert f"truthfulqa | {budgets['truthfulqa']} of 817" in printed
     assert "| NO |" not in printed and "wall time:" in printed
+    # announced before the run, from a timing on this machine; next steps at the end
+    assert f"plan: winogrande {budgets['winogrande']} items, " in printed
+    assert "expected evaluation time: about" in printed and "shorter: --tasks" in printed
+    assert f"microbench reconstruct {out} --out estimates.json" in printed
     result = reconstruct_runs(out, progress=False)
     assert result.notes == []  # no missing item, no changed document, no disagreement
     (model,) = result.models

@@ -39,8 +39,9 @@ block must be marked or listed there, or :func:`test_every_bash_block_is_classif
 - "Your own micro-benchmark" (``collect runs/ --tasks arc_easy``, ``build --task arc_easy``):
   needs the reader's own runs and the arc_easy dataset from the network;
 - the checkpoint curve loop (``microbench eval`` per checkpoint: the reader's checkpoints);
-- the live ``microbench rank`` commands (the reader's ``models.txt``; lm-eval's default device
-  is a GPU);
+- the live ``microbench rank`` commands (the reader's ``models.txt``);
+- the Hub user's download of a published micro-benchmark (the network; the card's commands
+  run against a fake Hub in ``tests/test_publish_repo.py``);
 - ``microbench adaptive`` (``--device cuda:0``, and ``...`` placeholders).
 """
 
@@ -86,8 +87,9 @@ NOT_RUNNABLE = {
     "microbench collect runs/ --tasks arc_easy": "the reader's own runs, and arc_easy's dataset "
     "from the network",
     "for step in 1000 2000 4000 8000; do": "the reader's checkpoints",
-    "# live: many models through lm-eval": "the reader's models.txt; lm-eval's default device "
-    "is a GPU",
+    "# live: many models through lm-eval": "the reader's models.txt",
+    'python -c "from huggingface_hub import snapshot_download': "downloads from the Hub (the "
+    "card's commands run against a fake Hub in tests/test_publish_repo.py)",
     "microbench adaptive --model hf": "--device cuda:0, and `...` placeholders",
 }
 """How each bash block left unmarked starts (a prefix of its first line), and why."""

@@ -1,0 +1,193 @@
+"""Random-weights models through lm-eval on every shipped micro task and pool (issue 21).
+
+``tools/bench_random_models.py`` simulates random responders on the matrices (hundreds per
+benchmark); this is the real path: randomly initialised GPT-2s (``harness.tiny``, a
+byte-level tokenizer, nothing downloaded; one seed per model) are evaluated by lm-eval on the
+eight shipped micro tasks (``microbench_openllm`` and ``microbench_openllm_v2``, estimates
+recomputed from the logged samples as ``microbench reconstruct`` does) and run adaptively on
+the eight shipped pools (``adaptive.runner.run_task``, as ``microbench adaptive``, at most
+``--max-items`` items). A random-weights model is not a uniform guesser: its loglikelihoods
+prefer some options (often the shortest) systematically, so its true score can sit some
+points off the chance score; the check is what a user reads: whether the reported 90 %
+interval contains the chance score, how far the point estimate is from it, and whether the
+estimate is flagged.
+
+    python tools/bench_random_weights.py --models 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+V1 = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
+V2 = ("ifeval", "musr")
+
+
+def _static(lm: Any, out: Path) -> dict[str, dict[str, Any]]:
+    """The eight micro tasks through lm-eval, estimates read back from the logged samples."""
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+
+    from lmeval_microbench.harness import include_path
+    from lmeval_microbench.hook import ReconstructionWarning, reconstruct_runs
+
+    manager = TaskManager(include_path=str(include_path()), include_defaults=False)
+    tracker = EvaluationTracker(output_path=str(out))
+    tasks = [f"microbench_{name}" for name in (*V1, *V2)]
+    results = lm_eval.simple_evaluate(
+        model=lm, tasks=tasks, task_manager=manager, log_samples=True, evaluation_tracker=tracker
+    )
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for name in results["configs"]:
+        tracker.save_results_samples(task_name=name, samples=samples[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReconstructionWarning)
+        found = reconstruct_runs(out, progress=False)
+    return {
+        e.benchmark: {
+            "value": e.value,
+            "lower": e.lower,
+            "upper": e.upper,
+            "subset_mean": e.subset_mean,
+            "flagged": e.flagged,
+            "chance": (e.person_fit or {}).get("chance_score"),
+        }
+        for e in found.estimates
+    }
+
+
+def _adaptive(lm: Any, out: Path, max_items: int) -> dict[str, dict[str, Any]]:
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+    from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task, run_task
+
+    rows = {}
+    for suite, names in (("openllm_v1", V1), ("openllm_v2", V2)):
+        for name in names:
+            task = load_pool_task(f"microbench_pool_{name}", SHIPPED_POOLS / suite)
+            result = run_task(lm, task, RunOptions(max_items=max_items), out / f"{name}.log")
+            est = result.estimate
+            rows[name] = {
+                "value": est.value,
+                "lower": est.lower,
+                "upper": est.upper,
+                "subset_mean": float(np.mean([a.score for a in result.answers])),
+                "flagged": est.flagged,
+                "chance": est.person_fit.get("chance_score"),
+            }
+    return rows
+
+
+def evaluate_model(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
+    from lm_eval.models.huggingface import HFLM
+
+    from lmeval_microbench.harness.tiny import build_random_gpt2
+
+    with tempfile.TemporaryDirectory(prefix="microbench-random-") as tmp:
+        # 4,096 positions: IFEval generates up to 1,280 tokens after its prompt
+        folder = build_random_gpt2(Path(tmp) / "model", seed=seed, n_positions=4096)
+        lm = HFLM(pretrained=str(folder), device="cpu", batch_size=batch_size)
+        started = time.perf_counter()
+        static = _static(lm, Path(tmp) / "static")
+        adaptive = _adaptive(lm, Path(tmp) / "adaptive", max_items)
+    return {
+        "seed": seed,
+        "static": static,
+        "adaptive": adaptive,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def summary(models: list[dict[str, Any]], run: str) -> list[dict[str, Any]]:
+    rows = []
+    for name in (*V1, *V2):
+        found = [m[run][name] for m in models if name in m[run]]
+        chance = np.array([f["chance"] for f in found], dtype=float)
+        value = np.array([f["value"] for f in found], dtype=float)
+        inside = [f["lower"] <= f["chance"] <= f["upper"] for f in found]
+        rows.append(
+            {
+                "benchmark": name,
+                "run": run,
+                "models": len(found),
+                "chance": 100 * float(np.mean(chance)),
+                "subset_mean": 100 * float(np.mean([f["subset_mean"] for f in found])),
+                "contains_chance": 100 * float(np.mean(inside)),
+                "distance": 100 * float(np.mean(np.abs(value - chance))),
+                "flagged": 100 * float(np.mean([f["flagged"] for f in found])),
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], command: str, seconds: float, max_items: int) -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    lines = [
+        "# Random-weights models through lm-eval: every shipped micro task and pool",
+        "",
+        f"Generated by `{command}` in {seconds:.0f} s (load average at the end {load}, "
+        f"{os.cpu_count()} cores).",
+        "",
+        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        "",
+        f"Static: the shipped micro task's estimate; adaptive: at most {max_items} pool items. "
+        "Subset score: the share of asked items the model got right (its own answers, before "
+        "any estimator). Contains chance: the share of models whose 90 % interval contains "
+        "the chance score; distance: mean |estimate - chance score| in points.",
+        "",
+        "| benchmark | run | models | chance score | subset score | contains chance | "
+        "distance | flagged |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['benchmark']} | {r['run']} | {r['models']} | {r['chance']:.1f} | "
+            f"{r['subset_mean']:.1f} | {r['contains_chance']:.0f} % | {r['distance']:.1f} | "
+            f"{r['flagged']:.0f} % |"
+        )
+    inside = [r["contains_chance"] for r in rows]
+    distance = [r["distance"] for r in rows]
+    lines += [
+        "",
+        f"Over every benchmark and run: contains chance {min(inside):.0f}-{max(inside):.0f} % "
+        f"(mean {np.mean(inside):.0f} %), distance {min(distance):.1f}-{max(distance):.1f} "
+        f"points (mean {np.mean(distance):.1f}).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--models", type=int, default=5, help="random-weights models (seeds)")
+    parser.add_argument("--max-items", type=int, default=30, help="adaptive item budget")
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "random_weights")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    started = time.perf_counter()
+    models = []
+    for seed in range(args.models):
+        models.append(evaluate_model(seed, args.max_items, args.batch_size))
+        print(f"model {seed + 1} of {args.models}: {models[-1]['seconds']:.0f} s", file=sys.stderr)
+    rows = summary(models, "static") + summary(models, "adaptive")
+    command = "python tools/bench_random_weights.py " + " ".join(sys.argv[1:])
+    seconds = time.perf_counter() - started
+    args.out.with_suffix(".json").write_text(json.dumps({"rows": rows, "models": models}, indent=2))
+    args.out.with_suffix(".md").write_text(markdown(rows, command.strip(), seconds, args.max_items))
+
+
+if __name__ == "__main__":
+    main()
