@@ -36,8 +36,7 @@ a passing one. :data:`CASES` counts the cases of each test (hypothesis examples,
 parameters of a plain test): 2028 generated cases in all (``TOTAL_CASES``, summed in
 ``test_fuzz_matrices.py``, whose ``test_case_count_is_documented`` checks this sentence).
 
-``MICROBENCH_FUZZ_LOG=FILE`` records every property-1 violation in FILE (JSON lines) instead of
-stopping at the first one.
+A property-1 violation always fails its test, with the input that broke it in the message.
 """
 
 from __future__ import annotations
@@ -217,11 +216,6 @@ def case_dir() -> Iterator[Path]:
         yield Path(name)
 
 
-FUZZ_LOG = os.environ.get("MICROBENCH_FUZZ_LOG")
-"""When set (a file path), property-1 violations are appended there as JSON lines instead of
-failing the test, so that one run lists every distinct failure (exploration mode)."""
-
-
 def _origin(exc: BaseException) -> str:
     """The innermost frame of the package that raised ``exc`` (else the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -247,17 +241,6 @@ def read_clean(call: Callable[[], Any], *names: str, case: Any = None) -> tuple[
         problem, error = f"{type(exc).__name__} does not name the file", exc
     except Exception as exc:
         problem, error = f"{type(exc).__name__} escaped instead of a MicrobenchError", exc
-    if FUZZ_LOG:
-        record = {
-            "test": os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0],
-            "problem": problem,
-            "origin": _origin(error),
-            "message": str(error)[:400],
-            "case": repr(case)[:600],
-        }
-        with open(FUZZ_LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
-        return False, error
     raise AssertionError(
         f"{problem} ({' or '.join(names)}) at {_origin(error)}: {str(error)[:300]}\ncase: {case!r}"[
             :2000

@@ -24,11 +24,28 @@ _offline_and_fresh = test_own_task._offline_and_fresh
 tiny_model = test_harness.tiny_model
 
 
-def test_pool_of_an_own_task_runs_with_the_original_requests(originals, tiny_model, tmp_path):
+def test_pool_of_an_own_task_runs_with_the_original_requests(
+    originals, tiny_model, tmp_path, capsys
+):
     task = originals["toy_mc"]
     out = tmp_path / "pools"
     argv = ["adaptive", "build", "--responses", str(task["matrix"]), "--task", str(task["yaml"])]
     assert main([*argv, "--metric", "acc_norm", "--out", str(out)]) == 0
+    stages = [
+        line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines() if "] " in line
+    ]
+    assert [s.split(" ")[0] for s in stages] == [
+        "reading",
+        "loading",
+        "rendering",
+        "fitting",
+        "writing",
+    ]
+    # an existing pool task is refused before any work: no stage past loading the task
+    assert main([*argv, "--metric", "acc_norm", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds task 'microbench_pool_toy_mc'; pass --overwrite" in err
+    assert "fitting" not in err and "rendering" not in err
     pool = pool_state(load_bundle(out / "toy_mc"))
     assert len(pool.item_ids) == test_own_task.N_ITEMS
     assert main(["adaptive", "--model", "hf", "--model_args", test_harness.model_args(tiny_model),

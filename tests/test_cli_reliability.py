@@ -3,7 +3,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import kendalltau
 
+import lmeval_microbench.reliability.evaluate as evaluate_module
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
@@ -61,8 +63,39 @@ def run(files, out, *extra):
     )
 
 
-def test_end_to_end_writes_json_markdown_and_plots(files, tmp_path, capsys):
+def keep_pools(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The pools the next run summarises (each target's truth, estimate and interval per
+    repeat), by (protocol, method, estimator, budget)."""
+    pools: dict = {}
+    real_plan = evaluate_module.evaluate_plan
+
+    def keep(*args, **kwargs):
+        pools.update(real_plan(*args, **kwargs))
+        return pools
+
+    monkeypatch.setattr(evaluate_module, "evaluate_plan", keep)
+    return pools
+
+
+def check_recomputed(record: dict, pools: dict) -> None:
+    """MAE, RMSE, Kendall tau and coverage of a written record, recomputed with numpy/scipy
+    from its targets' truths, estimates and 90 % intervals (fractions; the record in points)."""
+    key = (record["protocol"], record["method"], record["estimator"], record["budget"])
+    repeats = pools[key].by_repeat()
+    assert len(repeats) == record["repeats"]
+    truth, value, lower, upper = (np.concatenate([r[k] for r in repeats]) for k in range(4))
+    assert record["mae"] == pytest.approx(100 * np.mean(np.abs(value - truth)), abs=1e-9)
+    assert record["rmse"] == pytest.approx(100 * np.sqrt(np.mean((value - truth) ** 2)), abs=1e-9)
+    taus = [kendalltau(r[1], r[0]).statistic for r in repeats]
+    assert record["kendall_tau"] == pytest.approx(np.mean(taus))
+    if record["coverage90"] is not None:
+        covered = (lower <= truth) & (truth <= upper)
+        assert record["coverage90"] == pytest.approx(np.mean(covered))
+
+
+def test_end_to_end_writes_json_markdown_and_plots(files, tmp_path, capsys, monkeypatch):
     out = tmp_path / "report.json"
+    pools = keep_pools(monkeypatch)
     assert run(files, out) == 0
     records = json.loads(out.read_text())
     # 2 protocols x (2 methods x 2 estimators at budget 5 + 2 estimators at "all")
@@ -77,6 +110,12 @@ def test_end_to_end_writes_json_markdown_and_plots(files, tmp_path, capsys):
             assert record["budget"] == "all" and record["coverage90"] is None
         else:
             assert 0.0 <= record["coverage90"] <= 1.0
+        check_recomputed(record, pools)
+        if (record["method"], record["estimator"]) == ("all", "mean"):
+            # no --scores: the truth is each model's mean over every item, which "mean" on
+            # every item returns exactly: no error, the true ranking
+            assert record["mae"] == pytest.approx(0.0, abs=1e-9)
+            assert record["kendall_tau"] == pytest.approx(1.0)
     combos = {(r["method"], r["estimator"]) for r in records}
     assert combos == {
         ("random", "mean"),

@@ -9,7 +9,10 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,7 @@ from test_fuzz_bundles import (
     copy_bundle,
     joint_numbers,
     joint_template,
+    resealed,
     write_bundle_document,
 )
 from test_fuzz_runs import (
@@ -65,11 +69,8 @@ from test_fuzz_runs import (
 )
 
 from lmeval_microbench.bundle import load_bundle, load_items
-from lmeval_microbench.collect import (
-    SamplesRun,
-    read_samples_file,
-    write_matrix,
-)
+from lmeval_microbench.collect import SamplesRun, read_samples_file, write_matrix
+from lmeval_microbench.errors import BundleError, InputError, MicrobenchError
 from lmeval_microbench.hook import load_joint
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
@@ -298,7 +299,29 @@ def test_scores_byte_mutations(frame: pd.DataFrame, suffix: str, ops: list) -> N
 
 # ============================================================================ known defects
 # One minimal reproduction per defect the fuzz tests found (out/fuzz_findings.md), for every
-# fuzzed reader (the helpers come from the other fuzz test modules). Each asserts the property.
+# fuzzed reader (the helpers come from the other fuzz test modules). A case builds its input and
+# returns the reads to judge; its expectation says what each read must give: a refusal (the
+# error class, and a pattern its message must match: the file, and the line, field or item at
+# fault where there is one) or values (compared by model id and item id).
+
+Read = tuple[Callable[[], Any], tuple[str, ...]]
+"""A read to judge: the call, and the file names one of which its error must name."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The read raises ``kind`` (a MicrobenchError) whose message matches ``pattern``."""
+
+    kind: type[MicrobenchError]
+    pattern: str
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The read succeeds, and ``check`` holds for what it returns (described by ``wanted``)."""
+
+    check: Callable[[Any], bool]
+    wanted: str
 
 
 def _write(path: Path, data: str | bytes) -> Path:
@@ -310,238 +333,112 @@ def _write(path: Path, data: str | bytes) -> Path:
     return path
 
 
-def _scores_missing_file(tmp: Path) -> None:
-    path = tmp / "missing-scores.csv"
-    read_clean(lambda: read_scores(path, "score"), path.name)
+def _scores(tmp: Path, name: str, data: str | bytes | None, **kwargs: Any) -> list[Read]:
+    """``truth.read_scores`` on ``data`` (None: no file at all)."""
+    path = tmp / name if data is None else _write(tmp / name, data)
+    return [(lambda: read_scores(path, "score", **kwargs), (path.name,))]
 
 
-def _scores_empty_csv(tmp: Path) -> None:
-    path = _write(tmp / "empty-scores.csv", "")
-    read_clean(lambda: read_scores(path, "score"), path.name)
+def _matrix(tmp: Path, name: str, text: str) -> list[Read]:
+    path = _write(tmp / name, text)
+    return [(lambda: ResponseMatrix.read(path), (path.name,))]
 
 
-def _scores_not_utf8(tmp: Path) -> None:
-    path = _write(tmp / "latin1-scores.csv", b"model,score\n\xe9t\xe9,50\n")
-    read_clean(lambda: read_scores(path, "score"), path.name)
-
-
-def _scores_ragged_csv(tmp: Path) -> None:
-    path = _write(tmp / "ragged-scores.csv", "model,score\na,50\nb,60,70,80\n")
-    read_clean(lambda: read_scores(path, "score"), path.name)
-
-
-def _scores_not_parquet(tmp: Path) -> None:
-    path = _write(tmp / "broken-scores.parquet", b"model,score\na,50\n")
-    read_clean(lambda: read_scores(path, "score"), path.name)
-
-
-def _scores_text_ids(tmp: Path) -> None:
-    path = _write(tmp / "ids-scores.csv", "model,score\n007,0.5\nNA,0.25\n")
-    ok, read = read_clean(lambda: read_scores(path, "score", scale="fraction"), path.name)
-    assert ok and set(read.index) == {"007", "NA"}, read
-
-
-def _matrix_duplicate_header(tmp: Path) -> None:
-    path = _write(tmp / "dup-matrix.csv", "model,arc.1,arc.1\nm1,1,0\nm2,0,1\n")
-    ok, read = read_clean(lambda: ResponseMatrix.read(path), path.name)
-    assert not ok, f"duplicate item column read as items {read.item_ids}"
-
-
-def _matrix_empty_header(tmp: Path) -> None:
-    path = _write(tmp / "blank-matrix.csv", "model,arc.1,\nm1,1,0\nm2,0,1\n")
-    ok, read = read_clean(lambda: ResponseMatrix.read(path), path.name)
-    assert not ok, f"blank item header read as items {read.item_ids}"
-
-
-def _matrix_text_model_ids(tmp: Path) -> None:
-    matrix = ResponseMatrix(np.array([[1.0], [0.0]]), ["007", "NA"], ["arc.1"])
+def _matrix_text_model_ids(tmp: Path) -> list[Read]:
     path = tmp / "ids-matrix.csv"
-    write_matrix(matrix, path)
-    ok, read = read_clean(lambda: ResponseMatrix.read(path), path.name)
-    assert ok and read.model_ids == ("007", "NA"), read
+    write_matrix(ResponseMatrix(np.array([[1.0], [0.0]]), ["007", "NA"], ["arc.1"]), path)
+    return [(lambda: ResponseMatrix.read(path), (path.name,))]
 
 
-def _parquet_meta(tmp: Path, meta: bytes, name: str) -> None:
+def _parquet_meta(tmp: Path, name: str, meta: bytes) -> list[Read]:
     import pyarrow.parquet as pq
 
     path = tmp / name
     ResponseMatrix(np.array([[1.0, 0.0]]), ["m1"], ["arc.1", "arc.2"]).to_parquet(path)
     table = pq.read_table(path)
     pq.write_table(table.replace_schema_metadata({b"lmeval_microbench": meta}), path)
-    read_clean(lambda: ResponseMatrix.read(path), path.name)
+    return [(lambda: ResponseMatrix.read(path), (path.name,))]
 
 
-def _matrix_parquet_meta_no_items(tmp: Path) -> None:
-    _parquet_meta(tmp, b'{"format_version": 1, "models": []}', "noitems.parquet")
-
-
-def _matrix_parquet_meta_deep(tmp: Path) -> None:
-    _parquet_meta(tmp, b"[" * DEEP_LEVELS, "deepmeta.parquet")
-
-
-def _bundle_document(template: dict[str, Any], tmp: Path, text: str) -> Path:
+def _bundle_text(template: dict[str, Any], tmp: Path, text: Callable[[str], str]) -> list[Read]:
+    """``load_bundle`` on bundle.json's text (as ``json.dumps`` writes it) rewritten."""
     folder = copy_bundle(template, tmp)
-    _write(folder / "bundle.json", text)
-    return folder
+    _write(folder / "bundle.json", text(json.dumps(template["document"])))
+    return [(lambda: load_bundle(folder), (folder.name,))]
 
 
-def _bundle_deep(template: dict[str, Any], tmp: Path) -> None:
-    folder = _bundle_document(template, tmp, '{"name": ' + "[" * DEEP_LEVELS + "}")
-    read_clean(lambda: load_bundle(folder), folder.name)
-
-
-def _bundle_surrogate(template: dict[str, Any], tmp: Path) -> None:
-    text = json.dumps(template["document"]).replace('"toy-own"', '"toy-own\\ud800"', 1)
-    folder = _bundle_document(template, tmp, text)
-    read_clean(lambda: load_bundle(folder), folder.name)
-
-
-def _bundle_items_not_parquet(template: dict[str, Any], tmp: Path) -> None:
+def _bundle_items(template: dict[str, Any], tmp: Path, kind: str) -> list[Read]:
     folder = copy_bundle(template, tmp)
-    _mutate_bundle_files(folder, "items not parquet (resealed)", template["items"])
-    read_clean(lambda: load_items(folder), folder.name)
+    _mutate_bundle_files(folder, kind, template["items"])
+    return [(lambda: load_items(folder), (folder.name,))]
 
 
-def _bundle_items_duplicate_row(template: dict[str, Any], tmp: Path) -> None:
-    folder = copy_bundle(template, tmp)
-    _mutate_bundle_files(folder, "items with a duplicate row (resealed)", template["items"])
-    ok, items = read_clean(lambda: load_items(folder), folder.name)
-    assert not ok or not items.index.has_duplicates, "duplicate item row returned silently"
-
-
-def _bundle_state_name_object(template: dict[str, Any], tmp: Path) -> None:
+def _bundle_state(template: dict[str, Any], tmp: Path, name: str, field: str) -> list[Read]:
+    """Estimator ``name``'s state with ``field`` damaged, re-sealed: the read loads the bundle
+    and estimates with that estimator."""
     document = copy.deepcopy(template["document"])
-    state = document["estimators"][0]["state"]
-    state["estimator"] = {"fuzz": state["estimator"]}
+    state = next(e for e in document["estimators"] if e["name"] == name)["state"]
+    if field == "estimator":
+        state["estimator"] = {"fuzz": state["estimator"]}
+    else:  # one IRT discrimination too few
+        state["features"]["params"]["a"] = state["features"]["params"]["a"][1:]
     folder = copy_bundle(template, tmp)
     write_bundle_document(folder, document, reseal=True)
-    ok, bundle = read_clean(lambda: load_bundle(folder), folder.name)
-    if ok:
-        name = document["estimators"][0]["name"]
-        read_clean(lambda: bundle_estimator(bundle, name).estimate(template["scores"]))
+    scores = template["scores"]
+    return [(lambda: bundle_estimator(load_bundle(folder), name).estimate(scores), (folder.name,))]
 
 
-def _bundle_state_bad_irt(template: dict[str, Any], tmp: Path) -> None:
-    document = copy.deepcopy(template["document"])
-    spec = next(e for e in document["estimators"] if e["name"] == "calibrated")
-    spec["state"]["features"]["params"]["a"] = spec["state"]["features"]["params"]["a"][1:]
-    folder = copy_bundle(template, tmp)
-    write_bundle_document(folder, document, reseal=True)
-    ok, bundle = read_clean(lambda: load_bundle(folder), folder.name)
-    if ok:
-        read_clean(lambda: bundle_estimator(bundle, "calibrated").estimate(template["scores"]))
+def _joint(template: dict[str, Any], tmp: Path, field: str, change: Callable) -> list[Read]:
+    """The joint state with ``field`` (a dotted path) changed, re-sealed so that the change
+    reaches the checks behind the checksum: the read loads the file and estimates with it."""
+    state = copy.deepcopy(template["state"])
+    *parents, last = field.split(".")
+    node = state
+    for part in parents:
+        node = node[part]
+    node[last] = change(node[last])
+    path = _write(tmp / "fuzzjoint.json", dump_json(resealed(state)))
+    return [(lambda: joint_numbers(load_joint(path), template["scores"]), (path.name,))]
 
 
-def _joint_file(template: dict[str, Any], tmp: Path, state: Any) -> Path:
-    return _write(tmp / "fuzzjoint.json", dump_json(state))
-
-
-def _joint_deep(template: dict[str, Any], tmp: Path) -> None:
+def _joint_deep(template: dict[str, Any], tmp: Path) -> list[Read]:
     path = _write(tmp / "deepjoint.json", "[" * DEEP_LEVELS)
-    read_clean(lambda: load_joint(path), path.name)
-
-
-def _joint_cv_mae_list(template: dict[str, Any], tmp: Path) -> None:
-    path = _joint_file(template, tmp, {**template["state"], "cv_mae": [0.1]})
-    read_clean(lambda: load_joint(path), path.name)
-
-
-def _joint_huge_int(template: dict[str, Any], tmp: Path) -> None:
-    state = copy.deepcopy(template["state"])
-    state["bands"]["alpha"]["knots"] = [10**400]
-    path = _joint_file(template, tmp, state)
-    read_clean(lambda: load_joint(path), path.name)
-
-
-def _joint_text_weights(template: dict[str, Any], tmp: Path) -> None:
-    state = copy.deepcopy(template["state"])
-    state["subsets"]["alpha"]["weights"] = ["x", "x", "x", "x"]
-    path = _joint_file(template, tmp, state)
-    read_clean(lambda: load_joint(path), path.name)
-
-
-def _joint_estimate_after_load(template: dict[str, Any], tmp: Path) -> None:
-    state = copy.deepcopy(template["state"])
-    state["head"]["coef"] = state["head"]["coef"][:1]
-    path = _joint_file(template, tmp, state)
-    ok, joint = read_clean(lambda: load_joint(path), path.name)
-    if ok:
-        read_clean(lambda: joint_numbers(joint, template["scores"]))
+    return [(lambda: load_joint(path), (path.name,))]
 
 
 def _samples(tmp: Path, line: str, name: str = "samples_fuzztask_" + TS + ".jsonl") -> Path:
     return _write(tmp / "run" / name, line + "\n")
 
 
-def _samples_huge_score(tmp: Path) -> None:
-    path = _samples(
-        tmp, '{"doc_id": 0, "doc": {"id": "q0"}, "filter": "none", "acc": 1' + "0" * 400 + "}"
-    )
-    read_clean(lambda: read_samples_file(path, metric="acc"), path.name)
+def _samples_lines(tmp: Path, lines: tuple[str, ...]) -> list[Read]:
+    """``read_samples_file`` on a one-line samples file per line given (each in its own run)."""
+    paths = [_samples(tmp / str(k), line) for k, line in enumerate(lines)]
+    return [(partial(read_samples_file, path, metric="acc"), (path.name,)) for path in paths]
 
 
-def _samples_deep(tmp: Path) -> None:
-    path = _samples(tmp, '{"doc_id": 0, "doc": ' + "[" * DEEP_LEVELS + "}")
-    read_clean(lambda: read_samples_file(path, metric="acc"), path.name)
-
-
-def _samples_unhashable_doc_id(tmp: Path) -> None:
-    path = _samples(tmp, '{"doc_id": [0], "doc": {"id": "q0"}, "acc": 1}')
-    read_clean(lambda: read_samples_file(path, metric="acc"), path.name)
-
-
-def _samples_surrogate(tmp: Path) -> None:
-    path = _samples(tmp, '{"doc_id": 0, "doc": {"id": "q0", "text": "\\ud800"}, "acc": 1}')
-    read_clean(lambda: read_samples_file(path, metric="acc"), path.name)
-
-
-def _samples_duplicate_keys(tmp: Path) -> None:
-    first = _samples(tmp / "a", '{"doc_id": 0, "doc": {"id": "q0"}, "acc": 1, "acc": 0}')
-    second = _samples(tmp / "b", '{"doc_id": 0, "doc": {"id": "q0"}, "acc": 0, "acc": 1}')
-    ok_a, a = read_clean(lambda: read_samples_file(first, metric="acc"), first.name)
-    ok_b, b = read_clean(lambda: read_samples_file(second, metric="acc"), second.name)
-    assert not (ok_a and ok_b and a.scores != b.scores), (
-        f"reordered duplicate keys read as {a.scores} and {b.scores}"
-    )
-
-
-def _results(tmp: Path, payload: str) -> tuple[Path, Path]:
-    samples = _samples(
-        tmp, json.dumps(sample_lines({"scores": {"q0": 1.0}, "new_format": True})[0])
-    )
+def _results(tmp: Path, payload: str, model_id: bool = False) -> list[Read]:
+    """A valid samples file beside a results file holding ``payload``: the read collects the
+    samples (``model_id``: asks the run for its model instead)."""
+    line = json.dumps(sample_lines({"scores": {"q0": 1.0}, "new_format": True})[0])
+    samples = _samples(tmp, line)
     results = _write(samples.parent / f"results_{TS}.json", payload)
-    return samples, results
+    names = (results.name, samples.name)
+    if model_id:
+        return [(lambda: SamplesRun(samples).model_id, names)]
+    return [(lambda: read_samples_file(samples, metric="acc"), names)]
 
 
-def _results_deep(tmp: Path) -> None:
-    samples, results = _results(tmp, "[" * DEEP_LEVELS)
-    read_clean(lambda: read_samples_file(samples, metric="acc"), results.name, samples.name)
-
-
-def _results_configs_text(tmp: Path) -> None:
-    samples, results = _results(tmp, '{"configs": "fuzztask"}')
-    read_clean(lambda: read_samples_file(samples, metric="acc"), results.name, samples.name)
-
-
-def _results_config_bool(tmp: Path) -> None:
-    samples, results = _results(tmp, '{"config": true}')
-    read_clean(lambda: SamplesRun(samples).model_id, results.name, samples.name)
-
-
-def _hook_results_versions_bool(template: dict[str, Any], tmp: Path) -> None:
+def _hook_results_versions_bool(template: dict[str, Any], tmp: Path) -> list[Read]:
     paths = write_hook_runs(template, tmp / "runs")
     results = paths[0].parent / f"results_{TS}.json"
     payload = hook_results(HOOK_MODELS[0])
     payload["versions"] = True
     results.write_text(json.dumps(payload), encoding="utf-8")
-    read_clean(
-        lambda: reconstruct_numbers(tmp / "runs", [template["folder"]]),
-        f"run0/{results.name}",
-        f"run0/{paths[0].name}",
-    )
+    names = (f"run0/{results.name}", f"run0/{paths[0].name}")
+    return [(lambda: reconstruct_numbers(tmp / "runs", [template["folder"]]), names)]
 
 
-def _hook_unknown_bundle(template: dict[str, Any], tmp: Path) -> None:
+def _hook_unknown_bundle(template: dict[str, Any], tmp: Path) -> list[Read]:
     def renamed(m: int, lines: list[dict[str, Any]]) -> list[str]:
         if m == 0:
             for line in lines:
@@ -549,68 +446,154 @@ def _hook_unknown_bundle(template: dict[str, Any], tmp: Path) -> None:
         return [json.dumps(x) for x in lines]
 
     paths = write_hook_runs(template, tmp / "runs", renamed)
-    read_clean(
-        lambda: reconstruct_numbers(tmp / "runs", [template["folder"]]), f"run0/{paths[0].name}"
-    )
+    names = (f"run0/{paths[0].name}",)
+    return [(lambda: reconstruct_numbers(tmp / "runs", [template["folder"]]), names)]
 
 
-KNOWN_DEFECTS_TABLE: tuple[tuple[str, Callable[..., None]], ...] = (
-    ("scores-missing-file", _scores_missing_file),
-    ("scores-empty-csv", _scores_empty_csv),
-    ("scores-not-utf8", _scores_not_utf8),
-    ("scores-ragged-csv", _scores_ragged_csv),
-    ("scores-not-parquet", _scores_not_parquet),
-    ("scores-text-ids", _scores_text_ids),
-    ("matrix-duplicate-header", _matrix_duplicate_header),
-    ("matrix-empty-header", _matrix_empty_header),
-    ("matrix-text-model-ids", _matrix_text_model_ids),
-    ("matrix-parquet-meta-no-items", _matrix_parquet_meta_no_items),
-    ("matrix-parquet-meta-deep", _matrix_parquet_meta_deep),
-    ("bundle-deep", _bundle_deep),
-    ("bundle-surrogate", _bundle_surrogate),
-    ("bundle-items-not-parquet", _bundle_items_not_parquet),
-    ("bundle-items-duplicate-row", _bundle_items_duplicate_row),
-    ("bundle-state-name-object", _bundle_state_name_object),
-    ("bundle-state-bad-irt", _bundle_state_bad_irt),
-    ("joint-deep", _joint_deep),
-    ("joint-cv-mae-list", _joint_cv_mae_list),
-    ("joint-huge-int", _joint_huge_int),
-    ("joint-text-weights", _joint_text_weights),
-    ("joint-estimate-after-load", _joint_estimate_after_load),
-    ("samples-huge-score", _samples_huge_score),
-    ("samples-deep", _samples_deep),
-    ("samples-unhashable-doc-id", _samples_unhashable_doc_id),
-    ("samples-surrogate", _samples_surrogate),
-    ("samples-duplicate-keys", _samples_duplicate_keys),
-    ("results-deep", _results_deep),
-    ("results-configs-text", _results_configs_text),
-    ("results-config-bool", _results_config_bool),
-    ("hook-results-versions-bool", _hook_results_versions_bool),
-    ("hook-unknown-bundle", _hook_unknown_bundle),
-)
+def _by_id(read: ResponseMatrix) -> dict[str, dict[str, float]]:
+    """The scores of a matrix by model id, then item id."""
+    rows = zip(read.model_ids, read.values.tolist(), strict=True)
+    return {model: dict(zip(read.item_ids, row, strict=True)) for model, row in rows}
+
+
+def _scores_are(expected: dict[str, float]) -> Reads:
+    """A score series equal to ``expected``, compared by model id."""
+    return Reads(lambda read: dict(read.items()) == expected, f"scores {expected}")
+
+
+P = partial
+DOC = '{"doc_id": 0, "doc": {"id": "q0"}'
+SAMPLES = r"samples_fuzztask_[^/]*\.jsonl:1: "
+RESULTS = r"results_[^/]*\.json: "
+BUNDLE_JSON = r"fuzzbundle/bundle\.json: "
+JOINT = r"fuzzjoint\.json: joint: estimator state "
+NOT_SCORES = r": not a readable scores file"
+NESTED = "JSON nested more than the parser allows"
+BUNDLE, JOINT_FILE = "bundle_template", "joint_template"
+Case = tuple[str, str | None, Callable[..., list[Read]], Refused | Reads]
+"""A known defect: its name, the fixture its builder takes first, the builder, the outcome."""
+KNOWN_DEFECTS_TABLE: tuple[Case, ...] = (
+    ("scores-missing-file", None, P(_scores, name="missing-scores.csv", data=None),
+     Refused(InputError, r"missing-scores\.csv" + NOT_SCORES + r" .*No such file")),
+    ("scores-empty-csv", None, P(_scores, name="empty-scores.csv", data=""),
+     Refused(InputError, r"empty-scores\.csv" + NOT_SCORES)),
+    ("scores-not-utf8", None, P(_scores, name="latin1.csv", data=b"model,score\n\xe9t\xe9,50\n"),
+     Refused(InputError, r"latin1\.csv" + NOT_SCORES + r" .*utf-8")),
+    ("scores-ragged-csv", None, P(_scores, name="ragged.csv", data="model,score\na,5\nb,6,7,8\n"),
+     Refused(InputError, r"ragged\.csv" + NOT_SCORES + r" .*line 3")),
+    ("scores-not-parquet", None, P(_scores, name="broken.parquet", data=b"model,score\na,50\n"),
+     Refused(InputError, r"broken\.parquet" + NOT_SCORES)),
+    ("scores-text-ids", None,
+     P(_scores, name="ids.csv", data="model,score\n007,0.5\nNA,0.25\n", scale="fraction"),
+     _scores_are({"007": 0.5, "NA": 0.25})),
+    ("matrix-duplicate-header", None,
+     P(_matrix, name="dup.csv", text="model,arc.1,arc.1\nm1,1,0\nm2,0,1\n"),
+     Refused(InputError, r"dup\.csv: .*duplicate item ids: 'arc\.1'")),
+    ("matrix-empty-header", None,
+     P(_matrix, name="blank.csv", text="model,arc.1,\nm1,1,0\nm2,0,1\n"),
+     Refused(InputError, r"blank\.csv: .*column.? 3 ha(s|ve) no name")),
+    ("matrix-text-model-ids", None, _matrix_text_model_ids,
+     Reads(lambda read: _by_id(read) == {"007": {"arc.1": 1.0}, "NA": {"arc.1": 0.0}},
+           "models 007 and NA scoring 1 and 0 on arc.1")),
+    ("matrix-parquet-meta-no-items", None,
+     P(_parquet_meta, name="noitems.parquet", meta=b'{"format_version": 1, "models": []}'),
+     Refused(InputError, r"noitems\.parquet: unreadable 'lmeval_microbench' metadata .*'items'")),
+    ("matrix-parquet-meta-deep", None,
+     P(_parquet_meta, name="deepmeta.parquet", meta=b"[" * DEEP_LEVELS),
+     Refused(InputError, r"deepmeta\.parquet: unreadable 'lmeval_microbench' metadata: " + NESTED)),
+    ("bundle-deep", BUNDLE, P(_bundle_text, text=lambda _: '{"name": ' + "[" * DEEP_LEVELS + "}"),
+     Refused(BundleError, BUNDLE_JSON + NESTED)),
+    ("bundle-surrogate", BUNDLE,
+     P(_bundle_text, text=lambda doc: doc.replace('"toy-own"', '"toy-own\\ud800"', 1)),
+     Refused(BundleError, BUNDLE_JSON + "text that is not valid Unicode")),
+    ("bundle-items-not-parquet", BUNDLE, P(_bundle_items, kind="items not parquet (resealed)"),
+     Refused(BundleError, r"fuzzbundle/items\.parquet: not a readable parquet file")),
+    ("bundle-items-duplicate-row", BUNDLE,
+     P(_bundle_items, kind="items with a duplicate row (resealed)"),
+     Refused(BundleError, r"fuzzbundle/items\.parquet: duplicate item ids 'toy\.0'")),
+    ("bundle-state-name-object", BUNDLE, P(_bundle_state, name="mean", field="estimator"),
+     Refused(BundleError, BUNDLE_JSON + "estimator 'mean': state field 'estimator' must be a "
+                                        "name, got {'fuzz': 'mean'}")),
+    ("bundle-state-bad-irt", BUNDLE, P(_bundle_state, name="calibrated", field="a"),
+     Refused(BundleError, BUNDLE_JSON + "estimator 'calibrated' has an unusable state")),
+    ("joint-deep", JOINT_FILE, _joint_deep,
+     Refused(InputError, r"deepjoint\.json: cannot read the joint estimator state \(" + NESTED)),
+    ("joint-cv-mae-list", JOINT_FILE, P(_joint, field="cv_mae", change=lambda _: [0.1]),
+     Refused(InputError, JOINT + "is malformed")),
+    ("joint-huge-int", JOINT_FILE, P(_joint, field="bands.alpha.knots", change=lambda _: [10**400]),
+     Refused(InputError, r"fuzzjoint\.json: cannot read the joint estimator state \(integer "
+                         r"1000+\.* is too large for a number\)")),
+    ("joint-text-weights", JOINT_FILE,
+     P(_joint, field="subsets.alpha.weights", change=lambda w: ["x"] * len(w)),
+     Refused(InputError, JOINT + r"is malformed \(could not convert string to float: 'x'\)")),
+    ("joint-estimate-after-load", JOINT_FILE, P(_joint, field="head.coef", change=lambda c: c[:1]),
+     Refused(InputError, JOINT + r"head\.coef has shape \(1, 3\), expected \(10, 3\)")),
+    ("samples-huge-score", None, P(_samples_lines, lines=(DOC + ', "acc": 1' + "0" * 400 + "}",)),
+     Refused(InputError, SAMPLES + r"integer 1000+\.* is too large for a number")),
+    ("samples-deep", None,
+     P(_samples_lines, lines=('{"doc_id": 0, "doc": ' + "[" * DEEP_LEVELS + "}",)),
+     Refused(InputError, SAMPLES + NESTED)),
+    ("samples-unhashable-doc-id", None,
+     P(_samples_lines, lines=('{"doc_id": [0], "doc": {"id": "q0"}, "acc": 1}',)),
+     Reads(lambda read: read.scores == {"q0": 1.0}, "scores {'q0': 1.0}")),
+    ("samples-surrogate", None,
+     P(_samples_lines, lines=('{"doc_id": 0, "doc": {"id": "q0", "text": "\\ud800"}, "acc": 1}',)),
+     Refused(InputError, SAMPLES + "text that is not valid Unicode")),
+    # both orders refused: a reader keeping the first or the last key would read them apart
+    ("samples-duplicate-keys", None,
+     P(_samples_lines, lines=(DOC + ', "acc": 1, "acc": 0}', DOC + ', "acc": 0, "acc": 1}')),
+     Refused(InputError, SAMPLES + "key 'acc' appears twice in one JSON object")),
+    ("results-deep", None, P(_results, payload="[" * DEEP_LEVELS),
+     Refused(InputError, RESULTS + NESTED)),
+    ("results-configs-text", None, P(_results, payload='{"configs": "fuzztask"}'),
+     Refused(InputError, RESULTS + "'configs' is a str, expected an object")),
+    ("results-config-bool", None, P(_results, payload='{"config": true}', model_id=True),
+     Refused(InputError, RESULTS + "'config' is a bool, expected an object")),
+    ("hook-results-versions-bool", BUNDLE, _hook_results_versions_bool,
+     Refused(InputError, "run0/" + RESULTS + "'versions' is a bool, expected an object")),
+    ("hook-unknown-bundle", BUNDLE, _hook_unknown_bundle,
+     Refused(BundleError, r"run0/samples_microbench_toy_[^/]*\.jsonl: task 'microbench_toy': "
+                          r"its documents belong to bundle 'no-such-bundle'")),
+)  # fmt: skip
 KNOWN_DEFECTS = len(KNOWN_DEFECTS_TABLE)
 CASES["test_known_defect"] = KNOWN_DEFECTS
 TOTAL_CASES = sum(CASES.values())
 
 
+def judge(read: Read, expect: Refused | Reads) -> None:
+    """Property 1 on one read (a clean failure naming the file), then the case's expectation."""
+    call, names = read
+    ok, found = read_clean(call, *names)
+    if isinstance(expect, Reads):
+        assert ok, f"refused a valid input ({expect.wanted} expected): {found}"
+        assert expect.check(found), f"read {found!r}, expected {expect.wanted}"
+        return
+    assert not ok, f"accepted silently (expected {expect.kind.__name__}): read {found!r}"
+    assert isinstance(found, expect.kind), f"{type(found).__name__}, not {expect.kind.__name__}"
+    assert re.search(expect.pattern, str(found)), f"{str(found)!r} !~ {expect.pattern!r}"
+
+
 @pytest.mark.parametrize(
-    "check",
-    [pytest.param(check, id=name) for name, check in KNOWN_DEFECTS_TABLE],
+    ("fixture", "build", "expect"),
+    [pytest.param(*case, id=name) for name, *case in KNOWN_DEFECTS_TABLE],
 )
 def test_known_defect(
-    check: Callable[..., None],
+    fixture: str | None,
+    build: Callable[..., list[Read]],
+    expect: Refused | Reads,
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
-    """Minimal reproductions of the fuzz findings (properties 1-3 on one input each)."""
-    if check.__name__.startswith(("_bundle_", "_hook_")):
-        check(request.getfixturevalue("bundle_template"), tmp_path)
-    elif check.__name__.startswith("_joint_"):
-        check(request.getfixturevalue("joint_template"), tmp_path)
-    else:
-        check(tmp_path)
+    """Minimal reproductions of the fuzz findings: every read gives the expected refusal (class
+    and message) or the expected values; never a silent read, a wrong value or a traceback."""
+    reads = build(request.getfixturevalue(fixture), tmp_path) if fixture else build(tmp_path)
+    assert reads
+    for read in reads:
+        judge(read, expect)
 
 
 def test_case_count_is_documented() -> None:
-    """fuzz_support's docstring states TOTAL_CASES (keep it in sync when a count changes)."""
+    """fuzz_support's docstring and the README state TOTAL_CASES (keep them in sync)."""
     assert f"{TOTAL_CASES} generated cases" in (fuzz_support.__doc__ or "")
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert f"{TOTAL_CASES:,} generated and mutated inputs" in readme

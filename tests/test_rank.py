@@ -258,6 +258,27 @@ def matrix_file(tmp_path_factory):
     return path
 
 
+def _check_replay_against_the_matrix(document: dict, matrix_file) -> None:
+    """The replay check recomputed from the rows and the matrix: the truth of a replay without
+    --scores is each model's mean over the matrix items; a true rank breaks ties in row order."""
+    from scipy.stats import kendalltau, rankdata
+
+    from lmeval_microbench.responses import ResponseMatrix
+
+    matrix = ResponseMatrix.read(matrix_file)
+    means = dict(zip(matrix.model_ids, np.nanmean(matrix.values, axis=1), strict=True))
+    rows = document["ranking"]
+    truth = np.array([means[row["model"]] for row in rows])
+    estimate = np.array([row["estimate"] for row in rows])
+    true_rank = rankdata(-truth, method="ordinal")
+    low, high = (np.array([row[k] for row in rows]) for k in ("rank_low", "rank_high"))
+    check = document["replay_check"]
+    covered = (low <= true_rank) & (true_rank <= high)
+    assert check["rank_coverage"] == pytest.approx(np.mean(covered))
+    assert check["kendall_tau"] == pytest.approx(kendalltau(estimate, truth).statistic)
+    assert check["rank_width"] == pytest.approx(np.mean(high - low + 1))
+
+
 def test_cli_replay_writes_a_ranking_and_refuses_to_overwrite(matrix_file, tmp_path, capsys):
     out = tmp_path / "rank"
     argv = ["rank", "--responses", str(matrix_file), "--population", "40", "--out", str(out)]
@@ -269,6 +290,7 @@ def test_cli_replay_writes_a_ranking_and_refuses_to_overwrite(matrix_file, tmp_p
     assert printed["cost"]["flat_subset_items"] == 40 * 40
     assert len(document["ranking"]) == 40
     assert 0 <= document["replay_check"]["rank_coverage"] <= 1
+    _check_replay_against_the_matrix(document, matrix_file)
     assert "| rank | model |" in (out / "ranking.md").read_text()
     assert main(argv) == 2
     assert "pass --overwrite" in capsys.readouterr().err
@@ -298,3 +320,136 @@ def test_rank_out_naming_a_file_is_refused_before_any_work(tmp_path, capsys):
         assert code == 2
         assert "is a file" in capsys.readouterr().err
     assert afile.read_text() == "keep me"
+
+
+# ---------------------------------------------------------------------------- small populations
+def test_small_populations_and_vacuous_tiers_are_ranked_pairwise():
+    """Flash-HELM's first tier (1-4) holds 2-4 models at any rank: it would call them all
+    resolved after one round, so 10 models or fewer are placed one rank each."""
+    from lmeval_microbench.rank.tiers import SMALL_POPULATION, pairwise_tiers, tiers_for
+
+    for n in (2, 3, SMALL_POPULATION):
+        tiers, rule = tiers_for(n)
+        assert tiers == pairwise_tiers(n) and rule.startswith("pairwise")
+        assert not resolved(tiers, 1, 2) and resolved(tiers, 2, 2)
+    assert tiers_for(SMALL_POPULATION + 1)[0] == parse_tiers()  # a leaderboard: Flash-HELM
+    assert tiers_for(3, parse_tiers("1-1,2-"))[0] == parse_tiers("1-1,2-")  # meaningful: kept
+    assert tiers_for(15, parse_tiers("1-20,21-"))[0] == pairwise_tiers(15)  # vacuous
+    assert tiers_for(15, parse_tiers("1-20:2,21-"))[0] == parse_tiers("1-20:2,21-")
+
+
+def test_three_models_under_default_tiers_climb_until_placed():
+    """Close models stay unresolved and climb to every item; the rows say so."""
+    truth = {"a": 0.50, "b": 0.56, "c": 0.90}
+    ev = FakeEvaluator(truth, [0.02, 0.01, 0.0005], [5, 10, 40])
+    ranking = run_rounds(ev, list(truth), RoundOptions(seed=1))
+    assert ranking.tier_rule.startswith("pairwise") and len(ev.calls) > 1
+    assert ranking.stop_reason == "every model is placed at a single rank"
+    assert all(r["rank_low"] == r["rank_high"] for r in ranking.models)
+    assert {r["status"] for r in ranking.models} == {"resolved"}
+    assert [r["model"] for r in ranking.models] == ["c", "b", "a"]
+    stuck = run_rounds(FakeEvaluator(truth, [0.02, 0.01], [5, 10]), list(truth), RoundOptions())
+    assert stuck.stop_reason == "unresolved models have used every item"
+    open_rows = [r for r in stuck.models if not r["resolved"]]
+    assert open_rows and all(r["status"] == "all items" and r["items"] == 10 for r in open_rows)
+
+
+def _settled(row: dict, last: int) -> bool:
+    """A pairwise row is done only at a single rank, or with no next level to give it."""
+    return row["rank_low"] == row["rank_high"] or row["items"] == last
+
+
+@pytest.mark.parametrize("n_models", [2, 3, 10])
+def test_cli_replay_ranks_small_populations_pairwise(matrix_file, tmp_path, capsys, n_models):
+    out = tmp_path / "rank"
+    argv = ["rank", "--responses", str(matrix_file), "--population", str(n_models)]
+    argv += ["--estimator", "mean", "--no-plots", "--out", str(out), "--seed", "3"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((out / "ranking.json").read_text())
+    last = document["levels"][-1]
+    assert all(_settled(row, last) for row in document["ranking"]), document["ranking"]
+    assert document["tiers"] == [f"1-{n_models}"]
+    assert printed["tier_rule"].startswith("pairwise")
+    for row in document["ranking"]:
+        assert row["resolved"] == (row["rank_low"] == row["rank_high"])
+        assert row["status"] in ("resolved", "all items")
+    assert len(document["rounds"]) > 1  # 5 items never tell every pair apart
+
+
+def test_replay_agreement_is_printed_and_in_the_markdown(matrix_file, tmp_path, capsys):
+    out = tmp_path / "rank"
+    argv = ["rank", "--responses", str(matrix_file), "--population", "40", "--out", str(out)]
+    argv += ["--estimator", "mean", "--no-plots"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((out / "ranking.json").read_text())
+    assert printed["replay_check"] == document["replay_check"]
+    assert printed["stop_reason"] == document["stop_reason"]
+    check = document["replay_check"]
+    text = (out / "ranking.md").read_text()
+    assert "## Replay against the true scores" in text
+    assert f"Kendall tau with the true ranking: {check['kendall_tau']:.3f}" in text
+    assert f"top-10 agreement: {check['top10']:.3f}" in text
+    coverage = f"rank coverage (rank intervals holding the true rank): {check['rank_coverage']:.3f}"
+    assert coverage in text
+
+
+def test_live_rankings_have_no_replay_section():
+    from lmeval_microbench.rank.report import markdown
+
+    row = {"model": "a", "rank": 1, "estimate": 0.5, "lower": 0.4, "upper": 0.6, "rank_low": 1,
+           "rank_high": 2, "tier": "1-2", "items": 10, "resolved": False,
+           "status": "budget"}  # fmt: skip
+    document = {"cost": {"models": 2, "items_spent": 20, "flat_subset_items": 40,
+                         "full_benchmark_items": None}, "levels": [10, 20], "stop_reason": "x",
+                "failures": {}, "ranking": [row], "tier_rule": "pairwise"}  # fmt: skip
+    text = markdown(document)
+    assert "Replay against" not in text and "no: item budget spent" in text
+
+
+def test_plot_title_counts_the_models_it_draws(monkeypatch):
+    """The CLI titled the plot with every ranked model but drew only the best 60."""
+    import argparse
+    import re
+
+    from matplotlib.figure import Figure
+
+    from lmeval_microbench.cli.rank import _png
+
+    drawn: list[Figure] = []
+    real_savefig = Figure.savefig
+
+    def capture(self, *args, **kwargs):
+        drawn.append(self)
+        return real_savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", capture)
+    for n in (100, 250):
+        rows = [{"model": f"m{k}", "rank": k, "rank_low": k, "rank_high": k, "resolved": True}
+                for k in range(1, n + 1)]  # fmt: skip
+        document = {"cost": {"models": n}, "ranking": rows}
+        assert _png(argparse.Namespace(no_plots=False), document)
+        ax = drawn[-1].axes[0]
+        ticks, title = len(ax.get_yticks()), ax.get_title()
+        assert int(re.findall(r"(\d+) (?:of \d+ )?models", title)[0]) == ticks
+        assert f"of {n} models" in title if ticks < n else f"({n} models)" in title
+    assert "best 200 of 250 models" in drawn[-1].axes[0].get_title()
+
+
+@pytest.mark.parametrize("n_models", [3, 10])
+def test_real_matrix_small_populations_are_ranked_pairwise(shared_data, tmp_path, capsys, n_models):
+    """ARC on the leaderboard's models: before, 3 models stopped at 12 of 100 items with
+    every interval called resolved, 2-3 ranks wide for most draws."""
+    data = shared_data / "openllm_v1"
+    out = tmp_path / "rank"
+    argv = ["rank", "--responses", str(data / "responses" / "arc_B.parquet"), "--scores",
+            str(data / "scores" / "arc_B_scores.csv"), "--score-column", "full_score_metabench",
+            "--population", str(n_models), "--max-sources", "600", "--no-plots", "--out",
+            str(out), "--seed", "1"]  # fmt: skip
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((out / "ranking.json").read_text())
+    assert all(_settled(row, 100) for row in document["ranking"]), document["ranking"]
+    assert printed["replay_check"]["rank_coverage"] >= 0.6
+    assert "## Replay against the true scores" in (out / "ranking.md").read_text()

@@ -141,3 +141,45 @@ def test_the_hf_model_runs_on_the_cpu_where_there_is_no_gpu(monkeypatch):
     assert default_device("hf", None) == "cuda"
     assert default_device("hf", "cuda:1") == "cuda:1"
     assert default_device("vllm", None) is None  # other backends choose for themselves
+    assert default_device("hf", None, "pretrained=m, device=cpu") is None  # named: left alone
+
+
+class _ScriptedLive:
+    """Stands in for ``LiveEvaluator``: three models whose estimates sharpen with the level
+    (two of them close), so the CLI's live path runs its rounds without lm-eval."""
+
+    def __init__(self, models, tasks, include_path, **kwargs) -> None:
+        self.truth = {"a": 0.50, "b": 0.56, "c": 0.90}
+        self.sds = (0.08, 0.02, 0.001)
+        self.levels, self.tasks = (2, 4, 8), {"toy": 8}
+        self.calls: list[tuple[int, list[str]]] = []
+
+    def evaluate(self, models, level):
+        from lmeval_microbench.rank import Evaluated, Scored
+
+        self.calls.append((level, list(models)))
+        sd = self.sds[level]
+        return Evaluated({m: Scored(self.truth[m], self.truth[m] - 2 * sd,
+                                    self.truth[m] + 2 * sd) for m in models})  # fmt: skip
+
+
+def test_live_rank_of_three_models_is_pairwise_and_prints_no_replay_check(
+    tmp_path, capsys, monkeypatch
+):
+    """Default tiers on 3 models: before, the first round called all three resolved at 1-3
+    on 2 of 8 items; now the close pair climbs until it is told apart."""
+    from lmeval_microbench.rank import live
+
+    monkeypatch.setattr(live, "LiveEvaluator", _ScriptedLive)
+    argv = ["rank", "--device", "cpu", "--out", str(tmp_path / "ranking"), "--no-plots"]
+    for name in ("a", "b", "c"):
+        argv += ["--model_args", f"pretrained={name}"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    document = json.loads((tmp_path / "ranking" / "ranking.json").read_text())
+    rows = {row["model"]: row for row in document["ranking"]}
+    assert [rows[m]["rank"] for m in "cba"] == [1, 2, 3]
+    assert all(row["rank_low"] == row["rank_high"] for row in rows.values())
+    assert rows["a"]["items"] == rows["b"]["items"] > 2 and rows["c"]["items"] == 2
+    assert printed["tier_rule"].startswith("pairwise") and "replay_check" not in printed
+    assert "Replay against" not in (tmp_path / "ranking" / "ranking.md").read_text()

@@ -73,6 +73,7 @@ def _adaptive(lm: Any, out: Path, max_items: int) -> dict[str, dict[str, Any]]:
     from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
     from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task, run_task
 
+    out.mkdir(parents=True, exist_ok=True)
     rows = {}
     for suite, names in (("openllm_v1", V1), ("openllm_v2", V2)):
         for name in names:

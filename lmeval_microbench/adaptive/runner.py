@@ -155,14 +155,16 @@ def _unparsed(task: Any, doc: Any, filtered: list[Any]) -> bool:
     return GSM8K_ANSWER.search(str(filtered[0])) is None
 
 
-def default_device(model: str, device: str | None) -> str | None:
+def default_device(model: str, device: str | None, model_args: str = "") -> str | None:
     """``device``, else for lm-eval's ``hf`` model the GPU when there is one, else the CPU.
 
     lm-eval's ``hf`` model defaults to ``cuda`` even where torch has none, and then fails
     for every model ("Torch not compiled with CUDA enabled"); a user without a GPU should not
-    have to know to pass ``--device cpu``.
+    have to know to pass ``--device cpu``. A device named in ``model_args`` is left alone
+    (lm-eval refuses it given twice).
     """
-    if device is not None or model not in ("hf", "hf-auto", "huggingface"):
+    named = any(part.strip().startswith("device=") for part in model_args.split(","))
+    if device is not None or named or model not in ("hf", "hf-auto", "huggingface"):
         return device
     import torch
 
@@ -173,7 +175,7 @@ def make_lm(model: str, model_args: str, *, device: str | None, batch_size: str 
     """The lm-eval model as ``lm-eval run`` makes it from the same four options."""
     from lm_eval.api.registry import get_model
 
-    extra = {"batch_size": batch_size, "device": default_device(model, device)}
+    extra = {"batch_size": batch_size, "device": default_device(model, device, model_args)}
     try:
         return get_model(model).create_from_arg_string(
             model_args, {k: v for k, v in extra.items() if v is not None}

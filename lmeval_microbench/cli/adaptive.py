@@ -271,23 +271,46 @@ def _print(results: list[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- build
+def _stages() -> Any:
+    """A function printing ``[elapsed] stage`` lines on stderr (no bar: stages vary widely)."""
+    started = time.perf_counter()
+
+    def stage(text: str) -> None:
+        print(f"[{time.perf_counter() - started:5.0f} s] {text}", file=sys.stderr, flush=True)
+
+    return stage
+
+
 def run_build(args: argparse.Namespace) -> int:
+    """Build a pool task, saying each stage on stderr: a large matrix takes minutes."""
     from ..adaptive import build_pool, pool_task_spec
+    from ..adaptive.pool_task import POOL_TASK_PREFIX
     from ..bundle import MetricSpec
     from ..harness.export import write_task
     from ..harness.render import finish_docs, with_document_hashes
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 
+    stage = _stages()
+    stage(f"reading {args.responses}")
     matrix = ResponseMatrix.read(args.responses)
     scores = (
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None
     )
     source, truth = align_target(matrix, scores)
+    stage(f"loading task {args.task} through lm-eval")
     task_obj, benchmark, metric = load_original_task(args)
+    task_name = f"{POOL_TASK_PREFIX}{benchmark}"
+    if (args.out / f"{task_name}.yaml").exists() and not args.overwrite:  # before the work
+        raise InputError(f"{args.out} already holds task {task_name!r}; pass --overwrite")
+    stage(f"rendering the prompts of {source.n_items} items")
     rendered = render_original_task(args, task_obj, benchmark, metric)
     label = f"{benchmark}-pool"
     source = with_document_hashes(source, rendered, label)
+    stage(
+        f"fitting the pool on {source.n_models} models x {source.n_items} items (IRT, score "
+        "map, person fit: minutes on large matrices)"
+    )
     bundle = build_pool(
         source,
         truth,
@@ -297,8 +320,7 @@ def run_build(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     spec = pool_task_spec(rendered.spec(f"microbench_{benchmark}", metric), benchmark)
-    if (args.out / f"{spec.task}.yaml").exists() and not args.overwrite:
-        raise InputError(f"{args.out} already holds task {spec.task!r}; pass --overwrite")
+    stage(f"writing {args.out}")
     path = write_task(args.out, spec, bundle, finish_docs(rendered, bundle.item_ids, label))
     print(f"wrote pool task {spec.task} ({bundle.budget} items) to {path}")
     return 0

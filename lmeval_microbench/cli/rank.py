@@ -3,6 +3,8 @@
 Two modes share the round engine (``lmeval_microbench.rank``): a replay over a response
 matrix with known full scores (``--responses``; a simulation, as ``reliability``) and live
 lm-eval runs of many models on micro tasks (``--model_args`` / ``--model-args-file``).
+Up to 10 models (default tiers) are ranked pairwise: Flash-HELM's tiers are for leaderboards,
+and their first tier would call 2-4 models resolved after one round of a few items.
 """
 
 from __future__ import annotations
@@ -45,8 +47,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "interval is wider than the resolution of the finest tier it reaches (tiers "
             "1-4,5-9,10-19,20-50,51- by default), up to that tier's level cap (the top tier "
             "may reach every item, each coarser tier one level fewer); stop when all are "
-            "resolved or capped, or when --max-items is spent. Replay over a response matrix "
-            "(--responses) or run lm-eval live (--model_args / --model-args-file)."
+            "resolved or capped, or when --max-items is spent. Small populations are ranked "
+            "pairwise: with 10 models or fewer (default tiers), or tiers whose first tier "
+            "holds every model at any rank, a model is resolved only when its rank interval "
+            "is a single rank, and climbs until it is, or has used every item, or the budget "
+            "is spent (each row's 'resolved' says which). Replay over a response matrix "
+            "(--responses; its agreement with the true scores is printed and written to "
+            "ranking.md) or run lm-eval live (--model_args / --model-args-file)."
         ),
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -106,7 +113,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     live.add_argument(
         "--device", default=None, help="lm-eval --device (default: cuda if there is one, else cpu)"
     )
-    parser.add_argument("--tiers", default=None, help="e.g. 1-4,5-9,10-19,20-50,51- (:RES)")
+    parser.add_argument(
+        "--tiers",
+        default=None,
+        help="rank tiers, e.g. 1-4,5-9,10-19,20-50,51- (the default; FIRST-LAST:RES sets a "
+        "resolution). Default with 10 models or fewer, or any tiers whose first tier holds "
+        "every model at any rank: pairwise (resolved only at a single rank)",
+    )
     parser.add_argument("--max-items", type=positive_int, help="total item budget")
     parser.add_argument(
         "--no-level-caps",
@@ -198,10 +211,10 @@ def numbers(text: str | None, option: str, kind: type[int] | type[float]) -> lis
 
 
 def _options(args: argparse.Namespace):
-    from ..rank import FLASH_HELM_TIERS, RoundOptions, parse_tiers
+    from ..rank import RoundOptions, parse_tiers
 
     return RoundOptions(
-        parse_tiers(args.tiers or FLASH_HELM_TIERS),
+        parse_tiers(args.tiers) if args.tiers is not None else None,
         max_items=args.max_items,
         level_caps=not args.no_level_caps,
         interval_method=args.rank_intervals,
@@ -261,7 +274,7 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     from ..adaptive.runner import default_device
 
     kwargs: dict[str, Any] = {"batch_size": args.batch_size}
-    device = default_device(args.model, args.device)
+    device = default_device(args.model, args.device, ",".join(models.values()))
     if device:
         kwargs["device"] = device
     evaluator = LiveEvaluator(
@@ -330,11 +343,20 @@ def run(args: argparse.Namespace) -> int:
     ranking = run_rounds(evaluator, models, options)
     document = payload(ranking, {**info, "level_caps": options.level_caps}, args.full_items)
     if truth is not None:
-        document["replay_check"] = replay_check(ranking, truth, options.tiers)
+        document["replay_check"] = replay_check(ranking, truth, ranking.tiers)
     written: dict[str, str] = {}
     if args.out:
         written = write_report(args.out, document, _png(args, document), overwrite=args.overwrite)
-    print_json({"cost": document["cost"], "written": written, "failures": ranking.failures})
+    printed = {
+        "cost": document["cost"],
+        "tier_rule": ranking.tier_rule,
+        "stop_reason": ranking.stop_reason,
+        "written": written,
+        "failures": ranking.failures,
+    }
+    if "replay_check" in document:  # a replay says how far it agrees with the truth
+        printed["replay_check"] = document["replay_check"]
+    print_json(printed)
     return 0
 
 
@@ -343,5 +365,4 @@ def _png(args: argparse.Namespace, document: dict[str, Any]) -> bytes | None:
 
     if args.no_plots:
         return None
-    title = f"rank intervals ({document['cost']['models']} models)"
-    return rank_interval_png(document["ranking"], title)
+    return rank_interval_png(document["ranking"], "rank intervals")  # it appends the count

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._io import atomic_path
 from ..errors import InputError
-from .rounds import Ranking
+from .rounds import STATUS_TEXT, Ranking
 
 FILES = {"json": "ranking.json", "md": "ranking.md", "png": "rank_intervals.png"}
 
@@ -47,6 +47,8 @@ def payload(ranking: Ranking, info: Mapping[str, Any], full_items: int | None = 
         **info,
         "levels": list(ranking.levels),
         "stop_reason": ranking.stop_reason,
+        "tiers": [tier.label for tier in ranking.tiers],
+        "tier_rule": ranking.tier_rule,
         "cost": cost_summary(ranking, full_items),
         "rounds": ranking.rounds,
         "failures": ranking.failures,
@@ -54,8 +56,44 @@ def payload(ranking: Ranking, info: Mapping[str, Any], full_items: int | None = 
     }
 
 
+def _resolved_text(row: Mapping[str, Any]) -> str:
+    """``yes``, or ``no`` and why its rounds stopped (rows of older reports: plain no)."""
+    if row["resolved"]:
+        return "yes"
+    return STATUS_TEXT.get(row.get("status", ""), "no")
+
+
+def replay_markdown(check: Mapping[str, Any], n_models: int | None = None) -> list[str]:
+    """Lines of the section "Replay against the true scores": how far the replayed ranking,
+    its rank intervals and its top agree with the ranking by full-benchmark scores."""
+    top = next((key for key in check if key.startswith("top") and key[3:].isdigit()), None)
+
+    def number(value: Any) -> str:
+        return "undefined" if value is None or not math.isfinite(value) else f"{value:.3f}"
+
+    lines = [
+        "",
+        "## Replay against the true scores",
+        "",
+        f"- Kendall tau with the true ranking: {number(check['kendall_tau'])}",
+    ]
+    if top is not None:
+        k = int(top[3:])
+        every = " (every model: always 1)" if n_models is not None and n_models <= k else ""
+        lines.append(f"- top-{k} agreement: {number(check[top])}{every}")
+    lines.append(
+        f"- rank coverage (rank intervals holding the true rank): "
+        f"{number(check['rank_coverage'])}; mean width {number(check['rank_width'])} ranks"
+    )
+    errors = ", ".join(f"{tier} {err:.2f}" for tier, err in check.get("rank_error", {}).items())
+    if errors:
+        lines.append(f"- mean rank error by true tier: {errors}")
+    return lines
+
+
 def markdown(document: Mapping[str, Any]) -> str:
-    """The ranking as a markdown table with the costs above it."""
+    """The ranking as a markdown table with the costs and the tier rule above it, and the
+    replay's agreement with the true scores below it (replays only)."""
     cost = document["cost"]
     full = cost["full_benchmark_items"]
     lines = [
@@ -65,6 +103,8 @@ def markdown(document: Mapping[str, Any]) -> str:
         + (f", full benchmarks: {full}" if full else "")
         + f"). Levels: {document['levels']}. Stopped: {document['stop_reason']}.",
         "",
+        f"Resolution: {document.get('tier_rule') or 'tiers'}.",
+        "",
         "| rank | model | estimate | 90% interval | rank interval | tier | items | resolved |",
         "|---:|---|---:|---|---|---|---:|---|",
     ]
@@ -73,17 +113,37 @@ def markdown(document: Mapping[str, Any]) -> str:
             f"| {row['rank']} | {row['model']} | {100 * row['estimate']:.1f} | "
             f"{100 * row['lower']:.1f}-{100 * row['upper']:.1f} | "
             f"{row['rank_low']}-{row['rank_high']} | {row['tier']} | {row['items']} | "
-            f"{'yes' if row['resolved'] else 'no'} |"
+            f"{_resolved_text(row)} |"
         )
     for model, why in document["failures"].items():
         lines.append(f"\nFailed: {model}: {why}")
+    if document.get("replay_check"):
+        lines += replay_markdown(document["replay_check"], cost["models"])
     return "\n".join(lines) + "\n"
 
 
-def rank_interval_png(rows: list[Mapping[str, Any]], title: str, max_models: int = 60) -> bytes:
-    """Horizontal bars of the rank intervals of the best ``max_models``, point rank marked."""
+PLOT_MODELS = 200
+"""Most models one plot draws (the bench's largest population); more would be unreadable."""
+
+
+def plot_title(title: str, n_rows: int, max_models: int = PLOT_MODELS) -> str:
+    """``title`` with what the plot draws: every model, or the best ``max_models`` of them.
+
+    The count comes from the rows drawn, never from the caller: a title that said
+    "100 models" over the best 60 misled readers into thinking the rest were missing."""
+    if n_rows > max_models:
+        return f"{title} (best {max_models} of {n_rows} models)"
+    return f"{title} ({n_rows} models)"
+
+
+def rank_interval_png(
+    rows: list[Mapping[str, Any]], title: str, max_models: int = PLOT_MODELS
+) -> bytes:
+    """Horizontal bars of the rank intervals of the best ``max_models``, point rank marked;
+    the title gets the count drawn (:func:`plot_title`)."""
     from matplotlib.figure import Figure
 
+    title = plot_title(title, len(rows), max_models)
     rows = rows[:max_models]
     figure = Figure(figsize=(7, 1.5 + 0.18 * len(rows)))
     ax = figure.add_subplot()

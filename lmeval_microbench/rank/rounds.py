@@ -8,6 +8,13 @@ resolved or at its cap, or when the item budget cannot pay for the next promotio
 are nested (each holds the items of the one before), so a promotion costs only the new
 items. Who scores the items is an :class:`Evaluator`: a replay over a
 response matrix (:mod:`.replay`) or lm-eval runs (:mod:`.live`).
+
+Which tiers judge the rank intervals depends on the population (:func:`.tiers.tiers_for`):
+up to 10 models under the default tiers the models are ranked pairwise (resolved only at a
+single rank), because Flash-HELM's first tier would otherwise call 2-4 models resolved at
+rank interval 1-4 after the first round. Every row of the result says why its model stopped
+(``status``: resolved, all items, level cap, budget or failed), so an unresolved rank is
+never passed off as a resolved one.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import numpy as np
 from .._types import duplicate_ids
 from ..errors import InputError
 from .intervals import RankIntervals, rank_intervals
-from .tiers import Tier, check_covers, level_cap, resolved, tier_index
+from .tiers import Tier, check_covers, level_cap, resolved, tier_index, tiers_for
 
 LEVEL = 0.9
 
@@ -54,9 +61,13 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True)
 class RoundOptions:
-    """How rounds run: tiers, level caps, item budget (None: no cap) and rank intervals."""
+    """How rounds run: tiers, level caps, item budget (None: no cap) and rank intervals.
 
-    tiers: tuple[Tier, ...]
+    ``tiers`` None: Flash-HELM's tiers, or pairwise ranking for 10 models or fewer
+    (:func:`.tiers.tiers_for`, which also turns tiers that cannot promote anyone pairwise).
+    """
+
+    tiers: tuple[Tier, ...] | None = None
     max_items: int | None = None
     level_caps: bool = True
     interval_method: str = "simulate"
@@ -73,6 +84,8 @@ class Ranking:
     rounds: list[dict[str, Any]]
     levels: tuple[int, ...]
     stop_reason: str
+    tiers: tuple[Tier, ...] = ()
+    tier_rule: str = ""
 
     @property
     def items_spent(self) -> int:
@@ -164,12 +177,43 @@ def _first_round(evaluator: Evaluator, models: list[str], options: RoundOptions)
     return evaluator.evaluate(models, 0)
 
 
+STATUS_TEXT = {
+    "resolved": "yes",
+    "all items": "no: all items used",
+    "level cap": "no: at its tier's level cap",
+    "budget": "no: item budget spent",
+    "failed": "no: its next round failed",
+}
+"""How each ``status`` of a ranked model reads in ``ranking.md``'s ``resolved`` column."""
+
+
+def row_status(
+    name: str, is_resolved: bool, level: int, cap: int, n_levels: int, failures: Mapping
+) -> str:
+    """Why a model's rounds stopped: so a reader tells a settled rank from a cut-off one."""
+    if is_resolved:
+        return "resolved"
+    if name in failures:
+        return "failed"
+    if level >= n_levels - 1:
+        return "all items"
+    return "level cap" if level >= cap else "budget"
+
+
 def _rank_rows(
-    names: list[str], ranks: RankIntervals, scores: Mapping[str, Scored], level_of, options, levels
+    names: list[str],
+    ranks: RankIntervals,
+    scores: Mapping[str, Scored],
+    level_of: Mapping[str, int],
+    tiers: Sequence[Tier],
+    levels: Sequence[int],
+    cap_of: Mapping[str, int],
+    failures: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     rows = []
     for k, name in enumerate(names):
         low, high = int(ranks.low[k]), int(ranks.high[k])
+        is_resolved = resolved(tiers, low, high)
         rows.append(
             {
                 "model": name,
@@ -179,8 +223,11 @@ def _rank_rows(
                 "upper": scores[name].upper,
                 "rank_low": low,
                 "rank_high": high,
-                "tier": options.tiers[tier_index(options.tiers, int(ranks.rank[k]))].label,
-                "resolved": resolved(options.tiers, low, high),
+                "tier": tiers[tier_index(tiers, int(ranks.rank[k]))].label,
+                "resolved": is_resolved,
+                "status": row_status(
+                    name, is_resolved, level_of[name], cap_of[name], len(levels), failures
+                ),
                 "items": levels[level_of[name]],
             }
         )
@@ -188,7 +235,11 @@ def _rank_rows(
 
 
 def run_rounds(evaluator: Evaluator, models: Sequence[str], options: RoundOptions) -> Ranking:
-    """Rank ``models`` coarse to fine; failed models are reported and the rest ranked."""
+    """Rank ``models`` coarse to fine; failed models are reported and the rest ranked.
+
+    The tiers are chosen once the first round says how many models can be ranked
+    (:func:`.tiers.tiers_for`): a population of 10 or fewer is ranked pairwise.
+    """
     models = check_models(models)
     levels = check_levels(evaluator.levels)
     first = _first_round(evaluator, models, options)
@@ -196,27 +247,30 @@ def run_rounds(evaluator: Evaluator, models: Sequence[str], options: RoundOption
     level_of = dict.fromkeys(scores, 0)
     spent = levels[0] * len(models)
     rounds: list[dict[str, Any]] = []
-    while True:
-        names = [m for m in models if m in scores]
-        if len(names) < 2:
-            raise InputError(f"fewer than 2 models could be scored; failures: {failures}")
+    names = [m for m in models if m in scores]
+    if len(names) < 2:
+        raise InputError(f"fewer than 2 models could be scored; failures: {failures}")
+    if options.tiers is not None:
         check_covers(options.tiers, len(names))
+    tiers, rule = tiers_for(len(names), options.tiers)
+    pairwise = rule.startswith("pairwise")
+    while True:
         ranks = intervals_of(scores, names, options)
-        needy = unresolved(names, ranks, options.tiers)
-        cap_of = caps_of(names, ranks, options.tiers, len(levels), options.level_caps)
+        needy = unresolved(names, ranks, tiers)
+        cap_of = caps_of(names, ranks, tiers, len(levels), options.level_caps)
         left = np.inf if options.max_items is None else options.max_items - spent
         open_ = [m for m in needy if m not in failures]
         chosen = promotions(open_, level_of, levels, left, cap_of)
         rounds.append({"round": len(rounds), "unresolved": len(needy), "promoted": len(chosen)})
         if not chosen:
-            reason = _stop_reason(open_, level_of, cap_of)
+            reason = _stop_reason(open_, level_of, cap_of, pairwise)
             break
         for target in sorted({level_of[m] + 1 for m in chosen}):
             batch = [m for m in chosen if level_of[m] + 1 == target]
             spent += sum(levels[target] - levels[level_of[m]] for m in batch)
             _merge(evaluator.evaluate(batch, target), batch, target, scores, level_of, failures)
-    rows = _rank_rows(names, ranks, scores, level_of, options, levels)
-    return Ranking(rows, failures, rounds, levels, reason)
+    rows = _rank_rows(names, ranks, scores, level_of, tiers, levels, cap_of, failures)
+    return Ranking(rows, failures, rounds, levels, reason, tiers, rule)
 
 
 def _merge(
@@ -236,10 +290,14 @@ def _merge(
 
 
 def _stop_reason(
-    needy: Sequence[str], level_of: Mapping[str, int], cap_of: Mapping[str, int]
+    needy: Sequence[str], level_of: Mapping[str, int], cap_of: Mapping[str, int], pairwise: bool
 ) -> str:
     if not needy:
+        if pairwise:
+            return "every model is placed at a single rank"
         return "every rank interval meets its tier's resolution"
     if all(level_of[m] >= cap_of[m] for m in needy):
+        if pairwise:
+            return "unresolved models have used every item"
         return "unresolved models are at their tier's last level"
     return "item budget spent"

@@ -11,6 +11,10 @@ fewer, and so on. Without the caps every model whose interval misses its resolut
 to the last level: on the leaderboard matrices no top-50 model is ever placed within its
 tier's width, so the rounds spent 50-76 % of every model on every item for the top-10 that
 a third of that buys (``bench/rank.md``).
+
+Small populations (:func:`tiers_for`): up to ``SMALL_POPULATION`` models under the default
+tiers, or under tiers whose first tier holds every model at any rank, the models are ranked
+pairwise: one tier whose resolution is a single rank.
 """
 
 from __future__ import annotations
@@ -112,3 +116,50 @@ def resolved(tiers: Sequence[Tier], rank_low: int, rank_high: int) -> bool:
     """
     finest = tiers[tier_index(tiers, rank_low)]
     return rank_high - rank_low + 1 <= finest.resolution
+
+
+SMALL_POPULATION = 10
+"""Up to this many models the default tiers give way to a pairwise ranking (:func:`tiers_for`)."""
+
+
+def pairwise_tiers(n_models: int) -> tuple[Tier, ...]:
+    """One tier over every rank that needs a single rank: each model placed among the others."""
+    return (Tier(1, n_models, 1.0),)
+
+
+def vacuous(tiers: Sequence[Tier], n_models: int) -> bool:
+    """Whether ``tiers`` can never call a model unresolved among ``n_models``: their first
+    tier holds every rank and allows a rank interval as wide as the whole population."""
+    first = tiers[0]
+    return (first.last is None or first.last >= n_models) and first.resolution >= n_models
+
+
+def tiers_for(n_models: int, tiers: Sequence[Tier] | None = None) -> tuple[tuple[Tier, ...], str]:
+    """The tiers that rank ``n_models`` and a sentence saying which rule chose them.
+
+    Flash-HELM's tiers are built for leaderboards of hundreds: with 2-10 models the first
+    tier (1-4) holds most or all of them, so a first round on a few items "resolves" every
+    model at rank interval 1-3 and stops, having ranked nothing. A small population is
+    ranked pairwise instead (:func:`pairwise_tiers`): a model is resolved only when its rank
+    interval is a single rank, so it keeps climbing until it is told apart from every
+    other model or has no next level (all items used) or the budget cannot pay for one;
+    for 10 models even every item is a few thousand items at most. The rule applies with
+    the default tiers (``tiers`` None) when ``n_models <= SMALL_POPULATION``, and with any
+    tiers that are :func:`vacuous` for ``n_models`` (they could never promote anyone).
+    Tiers given for a larger population, or ones that still mean something (``1-1,2-`` on
+    3 models), are used as given.
+    """
+    if tiers is None:
+        if n_models <= SMALL_POPULATION:
+            return pairwise_tiers(n_models), (
+                f"pairwise: {n_models} models (at most {SMALL_POPULATION}) with the default "
+                "tiers; a model is resolved only at a single rank"
+            )
+        tiers = parse_tiers(FLASH_HELM_TIERS)
+    given = ",".join(tier.label for tier in tiers)
+    if vacuous(tiers, n_models):
+        return pairwise_tiers(n_models), (
+            f"pairwise: tier {tiers[0].label} of tiers {given} holds all {n_models} models "
+            "at any rank; a model is resolved only at a single rank"
+        )
+    return tuple(tiers), f"tiers {given}"
