@@ -27,8 +27,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from lmeval_microbench.adaptive.interleave import run_task
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
-from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task, run_task
+from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task
 from lmeval_microbench.cli.demo import (
     chosen_tasks,
     evaluate_task,

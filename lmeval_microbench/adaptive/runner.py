@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .._io import canonical_json
 from .._types import ItemId
@@ -28,10 +25,7 @@ from ..errors import InputError, MicrobenchError
 from ..harness.estimates import registered_bundle
 from ..harness.hooks import GSM8K_ANSWER
 from .engine import AdaptiveSession
-from .pool import Pool, PoolEstimate, estimate_pool, pool_state
-from .runlog import append_step, read_steps
-from .selection import make_selector
-from .stopping import StoppingRule
+from .pool import Pool, PoolEstimate, pool_state
 
 
 @dataclass
@@ -95,16 +89,51 @@ def _load_task(name: str, include_path: str | Path) -> Any:
 
 def ask(lm: Any, pool_task: PoolTask, items: Sequence[ItemId]) -> list[Answer]:
     """Send the static task's requests for ``items`` in one batch per request type; score them."""
-    task = pool_task.task
+    return ask_many(lm, [(pool_task, items)])[0]
+
+
+def ask_many(
+    lm: Any, batches: Sequence[tuple[PoolTask, Sequence[ItemId]]]
+) -> list[list[Answer]]:
+    """Ask several pool tasks at once: one model call per request type for all their items.
+
+    A step of a run over several benchmarks is then one ``lm.loglikelihood`` (and at most one
+    ``lm.generate_until``) call, so a GPU server gets every benchmark's prompts in one batch
+    instead of one benchmark's few at a time. The answers are those :func:`ask` gives task by
+    task: the requests are the same and lm-eval returns responses in request order.
+    """
+    names = [pool_task.name for pool_task, _ in batches]
+    if len(set(names)) != len(names):
+        raise InputError(f"one step asks each pool task once, got {names}")
+    wanted = [_build_requests(pool_task, items) for pool_task, items in batches]
+    _send(lm, [req for pool_task, _ in batches for req in pool_task.task.instances])
+    return [
+        _answers(pool_task, items, docs)
+        for (pool_task, items), docs in zip(batches, wanted, strict=True)
+    ]
+
+
+def _build_requests(pool_task: PoolTask, items: Sequence[ItemId]) -> list[int]:
+    """The task's own requests for ``items`` (lm-eval's path); their document indices."""
     wanted = sorted(pool_task.doc_index[item] for item in items)
-    task.build_all_requests(samples=wanted, rank=0, world_size=1)
+    pool_task.task.build_all_requests(samples=wanted, rank=0, world_size=1)
+    return wanted
+
+
+def _send(lm: Any, instances: Sequence[Any]) -> None:
+    """One call of the model per request type; each response appended to its request."""
     by_type: dict[str, list[Any]] = defaultdict(list)
-    for instance in task.instances:
+    for instance in instances:
         by_type[instance.request_type].append(instance)
     for request_type, requests in by_type.items():
         cloned = [req for req in requests for _ in range(req.repeats)]
         for response, req in zip(getattr(lm, request_type)(cloned), cloned, strict=True):
             req.resps.append(response)
+
+
+def _answers(pool_task: PoolTask, items: Sequence[ItemId], wanted: list[int]) -> list[Answer]:
+    """The task's filters and ``process_results`` over the answered requests, by item."""
+    task = pool_task.task
     task.apply_filters()
     by_doc: dict[int, list[Any]] = defaultdict(list)
     for instance in task.instances:
@@ -278,89 +307,3 @@ def resume_steps(session: AdaptiveSession, steps: list[dict[str, Any]], log: Pat
             for i, x, u, d in zip(items, scores, unparsed, samples, strict=True)
         ]
     return answers
-
-
-def _step_line(task: str, step: int, asked: int, options: RunOptions, se: float) -> str:
-    most = -(-options.max_items // options.batch)  # ceil: the steps the item budget allows
-    target = "" if options.target_se is None else f" (stops at {options.target_se:g})"
-    return (
-        f"{task}: step {step} of at most {most}, {asked} of at most {options.max_items} "
-        f"items asked, ability se {se:.2f}{target}"
-    )
-
-
-def run_task(
-    lm: Any,
-    pool_task: PoolTask,
-    options: RunOptions,
-    log: Path,
-    *,
-    resume: bool = False,
-    identity: dict[str, Any] | None = None,
-    report: Callable[[str], None] | None = None,
-) -> TaskResult:
-    """Run one pool task adaptively, logging each step to ``log`` before the next.
-
-    ``identity`` (:func:`run_identity`) is written into the first step and checked on resume.
-    ``report`` gets a line per step ("step k of at most N ..."): lm-eval draws its own
-    progress bars for every step's requests, which alone do not say how far the run is.
-    """
-    pool = pool_task.pool
-    session = AdaptiveSession(
-        pool.params,
-        selector=make_selector(options.selector, top=options.top),
-        rule=StoppingRule(options.max_items, options.target_se),
-        batch=options.batch,
-        seed=options.seed,
-        prior_mean=pool.state.prior_mean,
-        prior_sd=pool.state.prior_sd,
-    )
-    steps = read_steps(log) if resume else []
-    if steps and steps[0].get("options") != options.to_dict():
-        raise InputError(
-            f"{log}: logged with other options {steps[0].get('options')}; resume with the same "
-            "options or start in another --output_path"
-        )
-    if not resume and log.exists():
-        raise InputError(f"{log} exists: pass --resume to continue it, or another --output_path")
-    if identity is not None:
-        check_resumed_log(log, steps, identity)
-    answers = resume_steps(session, steps, log)
-    resumed = len(answers)
-    start = time.perf_counter()
-    while (reason := session.stop_reason()) is None:
-        chosen = session.propose()[0]
-        items = [pool.params.item_ids[k] for k in chosen]
-        batch = ask(lm, pool_task, items)
-        session.record(chosen[None, :], np.array([[a.score for a in batch]]))
-        theta, se = session.ability()
-        record = {
-            "step": session.steps,
-            "items": items,
-            "scores": [a.score for a in batch],
-            "unparsed": [a.unparsed for a in batch],
-            "theta": float(theta[0]),
-            "se": float(se[0]),
-            "samples": [a.sample for a in batch],
-        }
-        if session.steps == 1:
-            record["options"] = options.to_dict()
-            if identity is not None:
-                record["run"] = identity
-        append_step(log, record)
-        steps.append(record)
-        answers += batch
-        if report is not None:
-            report(_step_line(pool_task.name, session.steps, len(answers), options, float(se[0])))
-    scores = {a.item: a.score for a in answers}
-    estimate = estimate_pool(pool, scores, options.level)
-    return TaskResult(
-        pool_task.name,
-        estimate,
-        reason,
-        answers,
-        steps,
-        time.perf_counter() - start,
-        resumed,
-        len(pool.item_ids),
-    )

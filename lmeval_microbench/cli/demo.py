@@ -209,8 +209,9 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 def run_adaptive(args: argparse.Namespace) -> None:
     """The adaptive suite on SmolLM2: items asked, estimate and wall time per benchmark."""
+    from ..adaptive.interleave import run_task
     from ..adaptive.pool_task import SHIPPED_POOLS
-    from ..adaptive.runner import RunOptions, load_pool_task, run_task
+    from ..adaptive.runner import RunOptions, load_pool_task
     from ._options import print_table
 
     names = chosen_tasks(args.tasks, args.gsm8k)
