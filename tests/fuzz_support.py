@@ -11,9 +11,9 @@ holds what they share: case counts, settings, helpers, mutations, strategies and
 
 Readers: response matrices (``ResponseMatrix.read``, parquet and CSV), true scores
 (``truth.read_scores``), bundle folders (``bundle.load_bundle`` / ``load_items``), joint
-estimator files (``hook.load_joint``), lm-eval samples and results files
+estimator files (``runs.load_joint``), lm-eval samples and results files
 (``collect.read_samples_file`` / ``collect_samples`` / ``SamplesRun``), the run reader of
-the post-run reconstruction (``hook.reconstruct_runs``), the ``--model-args-file`` of
+the post-run reconstruction (``runs.reconstruct_runs``), the ``--model-args-file`` of
 ``microbench rank`` (``cli.rank.read_model_args``), the checkpoint runs of ``microbench curve``
 (``curve.reader.read_runs`` via ``curve.trace_runs``) and the reports both write
 (``ranking.json``, ``curve.json``: strict JSON, read back with :func:`strict_load`).

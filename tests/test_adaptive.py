@@ -205,7 +205,7 @@ def test_reconstruct_gives_an_adaptive_run_the_pools_estimate(pool):
     NaN for the unasked items: what ``microbench reconstruct`` prints for an adaptive run."""
     from types import SimpleNamespace
 
-    from lmeval_microbench.hook import _estimate_group
+    from lmeval_microbench.runs.reconstruct import _estimate_group
 
     items = list(pool.item_ids)[:12]
     scores = {item: float(k % 3 != 0) for k, item in enumerate(items)}

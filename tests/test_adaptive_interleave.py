@@ -117,3 +117,19 @@ def test_a_multi_process_launch_is_refused(environ, refused):
         return
     with pytest.raises(InputError, match="one model in one process"):
         refuse_multi_process(environ)
+
+
+class ChatModel(CountingModel):
+    """As lm-eval's chat-completion API models: generations only, no log-likelihoods."""
+
+    def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
+        raise NotImplementedError("Loglikelihood is not supported for chat completions.")
+
+
+def test_a_backend_without_log_likelihoods_is_refused_for_multiple_choice(pool_tasks, tmp_path):
+    with pytest.raises(InputError, match="multiple-choice pools need log-likelihoods") as err:
+        run_tasks(ChatModel(), _runs(pool_tasks, tmp_path / "chat"), RunOptions(max_items=2))
+    assert "microbench_pool_mmlu" in str(err.value) and "--resume" not in str(err.value)
+    (gsm8k,) = [task for task in pool_tasks if task.name.endswith("gsm8k")]
+    done = run_task(ChatModel(), gsm8k, RunOptions(max_items=2), tmp_path / "gsm8k.jsonl")
+    assert len(done.answers) == 2  # a generative pool runs with it

@@ -15,7 +15,7 @@ from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli import tasks_dir
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.harness import include_path
-from lmeval_microbench.run_bundles import ReconstructionWarning
+from lmeval_microbench.runs import ReconstructionWarning
 
 
 def _items(capsys, *argv: str) -> dict:

@@ -19,7 +19,7 @@ from test_reconstruct import BUDGET, run_of
 from lmeval_microbench.cli import _options
 from lmeval_microbench.cli.app import main, make_parser
 from lmeval_microbench.responses import ResponseMatrix
-from lmeval_microbench.run_bundles import ReconstructionWarning
+from lmeval_microbench.runs import ReconstructionWarning
 
 toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
 suite = test_reconstruct.suite

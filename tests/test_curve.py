@@ -27,7 +27,7 @@ from lmeval_microbench.curve import (
 from lmeval_microbench.curve.ordering import number_of
 from lmeval_microbench.curve.statistics import isotonic_increasing, monotone_fit
 from lmeval_microbench.errors import InputError
-from lmeval_microbench.run_bundles import ReconstructionWarning
+from lmeval_microbench.runs import ReconstructionWarning
 
 toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
 suite = test_reconstruct.suite

@@ -20,7 +20,7 @@ from lmeval_microbench.cli import demo
 from lmeval_microbench.cli.app import main, make_parser
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.harness import include_path
-from lmeval_microbench.hook import reconstruct_runs
+from lmeval_microbench.runs import reconstruct_runs
 
 
 def test_chosen_tasks_follow_the_leaderboard_order():

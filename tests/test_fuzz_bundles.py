@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from lmeval_microbench._io import seal_json
 from lmeval_microbench.bundle import ITEMS_FILE, load_bundle, load_items
-from lmeval_microbench.hook import load_joint
 from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import load_joint
 from lmeval_microbench.selection.base import Subset
 
 try:  # the checksum rules moved to bundle.integrity (schema 1.1)
@@ -420,7 +420,7 @@ def test_joint_roundtrip(joint_template: dict[str, Any], tmp_path: Path) -> None
 @fuzz_settings(N_JOINT_JSON)
 @given(ops=json_ops, fields=targeted_ops(JOINT_FIELDS))
 def test_joint_json_mutations(joint_template: dict[str, Any], ops: list, fields: list) -> None:
-    """Property 1 for ``hook.load_joint`` on field-level mutations of joint.json."""
+    """Property 1 for ``runs.load_joint`` on field-level mutations of joint.json."""
     with case_dir() as tmp:
         path = tmp / "fuzzjoint.json"
         tree = resealed(mutate_fields(mutate_json(joint_template["state"], ops), fields))
@@ -431,7 +431,7 @@ def test_joint_json_mutations(joint_template: dict[str, Any], ops: list, fields:
 @fuzz_settings(N_JOINT_BYTES)
 @given(ops=byte_ops)
 def test_joint_byte_mutations(joint_template: dict[str, Any], ops: list) -> None:
-    """Property 1 for ``hook.load_joint`` on byte-level mutations of joint.json."""
+    """Property 1 for ``runs.load_joint`` on byte-level mutations of joint.json."""
     with case_dir() as tmp:
         path = tmp / "fuzzjoint.json"
         data = json.dumps(joint_template["state"], indent=1).encode()

@@ -71,9 +71,9 @@ from test_fuzz_runs import (
 from lmeval_microbench.bundle import load_bundle, load_items
 from lmeval_microbench.collect import SamplesRun, read_samples_file, write_matrix
 from lmeval_microbench.errors import BundleError, InputError, MicrobenchError
-from lmeval_microbench.hook import load_joint
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import load_joint
 from lmeval_microbench.truth import read_scores
 
 __all__ = ["bundle_template", "joint_template"]  # fixtures, used by name

@@ -1,5 +1,5 @@
 """Property and fuzz tests of the lm-eval samples and results readers and of the run reader
-of the post-run reconstruction (``hook.reconstruct_runs``) (issue 8).
+of the post-run reconstruction (``runs.reconstruct_runs``) (issue 8).
 
 The properties, case counts and shared machinery are in ``fuzz_support``.
 """
@@ -56,10 +56,10 @@ from lmeval_microbench.collect import (
     collect_samples,
     read_samples_file,
 )
-from lmeval_microbench.hook import reconstruct_runs
 from lmeval_microbench.personfit import check_estimate
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import reconstruct_runs
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 from lmeval_microbench.truth import align_target
 

@@ -377,8 +377,8 @@ def test_joint_beats_per_benchmark_on_real_leaderboard_models(shared_data):
 # ---------------------------------------------------------------------- issue 8
 def test_a_sealed_state_file_refuses_a_changed_number(fitted, tmp_path):
     from lmeval_microbench._io import seal_json
-    from lmeval_microbench.hook import load_joint
     from lmeval_microbench.joint import load_state
+    from lmeval_microbench.runs import load_joint
 
     path = tmp_path / "joint.json"
     path.write_text(json.dumps(seal_json(fitted.state_dict())))

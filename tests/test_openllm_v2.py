@@ -23,8 +23,7 @@ from lmeval_microbench.harness.leaderboard_tasks import (
     definition_hashes,
     musr_doc_to_text,
 )
-from lmeval_microbench.hook import reconstruct_runs
-from lmeval_microbench.reconstruct import full_size_of
+from lmeval_microbench.runs import full_size_of, reconstruct_runs
 
 SUITE = include_path() / "openllm_v2"
 REPO = Path(__file__).resolve().parents[1]
@@ -224,8 +223,8 @@ def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
 def test_a_run_with_a_chat_template_no_source_used_is_told(suite, name, chat, warns):
     from types import SimpleNamespace
 
-    from lmeval_microbench.run_bundles import ReconstructionWarning
-    from lmeval_microbench.run_scores import _check_settings
+    from lmeval_microbench.runs import ReconstructionWarning
+    from lmeval_microbench.runs.scores import _check_settings
 
     bundle = load_bundle(include_path() / suite / name)
     run = SimpleNamespace(results={"chat_template": "{{ messages }}" if chat else None,

@@ -23,9 +23,7 @@ from lmeval_microbench.cli.demo import TABLE_NOTE
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.harness import OPENLLM_V1_TASKS, include_path
 from lmeval_microbench.harness.estimates import logged_warnings
-from lmeval_microbench.hook import ReconstructionWarning, reconstruct_runs
-from lmeval_microbench.reconstruct import UNIT
-from lmeval_microbench.run_bundles import note
+from lmeval_microbench.runs import UNIT, ReconstructionWarning, note, reconstruct_runs
 
 toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
 suite = test_reconstruct.suite

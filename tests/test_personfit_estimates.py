@@ -34,9 +34,9 @@ from lmeval_microbench.harness import (
     register_bundle,
     write_task,
 )
-from lmeval_microbench.hook import ReconstructionWarning, reconstruct_runs
 from lmeval_microbench.reconstruct import FIT_MARK, estimate_models
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import ReconstructionWarning, reconstruct_runs
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
 tiny_model = test_harness.tiny_model  # the fixture: a random GPT-2 built locally
@@ -330,7 +330,7 @@ def test_the_joint_outputs_carry_the_guessing_widening():
     from types import SimpleNamespace
 
     from lmeval_microbench._types import Estimate
-    from lmeval_microbench.hook import guessing_chances, widen_joint
+    from lmeval_microbench.runs import guessing_chances, widen_joint
 
     def record(model, benchmark, guessing):
         fit = {"flagged": True, "guessing": guessing, "chance_score": 0.25}

@@ -29,17 +29,18 @@ from lmeval_microbench.cli.app import main
 from lmeval_microbench.collect import collect_samples, content_hash
 from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
 from lmeval_microbench.harness import TaskSpec, include_path, write_task
-from lmeval_microbench.hook import ReconstructionWarning, parse_task_map, reconstruct_runs
 from lmeval_microbench.personfit import check_estimate
-from lmeval_microbench.reconstruct import (
+from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import (
     BenchmarkEstimate,
+    ReconstructionWarning,
     average_estimate,
-    bundle_estimator,
-    estimate_models,
     natural_key,
+    parse_task_map,
+    reconstruct_runs,
     write_reconstruction,
 )
-from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
 N_ITEMS, N_MODELS, BUDGET = 24, 300, 6

@@ -25,7 +25,7 @@ from lmeval_microbench.harness import OPENLLM_V1_GROUP, OPENLLM_V1_TASKS, includ
 from lmeval_microbench.harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
 from lmeval_microbench.harness.export import HOOKS_MODULE, hooks_module
 from lmeval_microbench.harness.hooks import ESTIMATE_METRICS, PROCESSORS
-from lmeval_microbench.hook import JOINT_FILE, load_joint
+from lmeval_microbench.runs import JOINT_FILE, load_joint
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = include_path() / "openllm_v1"

@@ -37,7 +37,7 @@ from lmeval_microbench.cli.demo import (
     smollm2_model_args,
 )
 from lmeval_microbench.harness import include_path
-from lmeval_microbench.hook import ReconstructionWarning, reconstruct_runs
+from lmeval_microbench.runs import ReconstructionWarning, reconstruct_runs
 
 REPO = Path(__file__).resolve().parents[1]
 

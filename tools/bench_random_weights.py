@@ -41,7 +41,7 @@ def _static(lm: Any, out: Path) -> dict[str, dict[str, Any]]:
     from lm_eval.tasks import TaskManager
 
     from lmeval_microbench.harness import include_path
-    from lmeval_microbench.hook import ReconstructionWarning, reconstruct_runs
+    from lmeval_microbench.runs import ReconstructionWarning, reconstruct_runs
 
     manager = TaskManager(include_path=str(include_path()), include_defaults=False)
     tracker = EvaluationTracker(output_path=str(out))

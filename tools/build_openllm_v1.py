@@ -68,10 +68,10 @@ from lmeval_microbench.harness import (
     write_group,
     write_task,
 )
-from lmeval_microbench.hook import JOINT_FILE
 from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.personfit import build_spec
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import JOINT_FILE
 from lmeval_microbench.truth import align_target, read_scores
 
 REPO = Path(__file__).resolve().parents[1]

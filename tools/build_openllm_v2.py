@@ -52,9 +52,9 @@ from lmeval_microbench.collect import content_hash
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.harness import GroupSpec, TaskSpec, write_group, write_task
 from lmeval_microbench.harness.leaderboard_tasks import definition_hashes, leaderboard_folder
-from lmeval_microbench.hook import JOINT_FILE
 from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.runs import JOINT_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "openllm_v2"

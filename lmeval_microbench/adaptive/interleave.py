@@ -193,6 +193,13 @@ def run_tasks(
         batches = [(run.pool_task, run.next_items()) for run in active]
         try:
             answered = ask_many(lm, batches)
+        except NotImplementedError as exc:  # e.g. a chat API asked for log-likelihoods
+            raise InputError(
+                f"the model cannot answer the requests of {', '.join(t.name for t, _ in batches)}"
+                f" ({str(exc).strip()[:200] or 'not implemented'}): multiple-choice pools need "
+                "log-likelihoods, which chat-completion APIs do not give; run the generative "
+                "pools (gsm8k, ifeval) with it, or use a backend with log-likelihoods"
+            ) from exc
         except Exception as exc:  # the model raised: what was logged stays, say how to go on
             if isinstance(exc, InputError):
                 raise

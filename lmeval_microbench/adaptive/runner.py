@@ -92,9 +92,7 @@ def ask(lm: Any, pool_task: PoolTask, items: Sequence[ItemId]) -> list[Answer]:
     return ask_many(lm, [(pool_task, items)])[0]
 
 
-def ask_many(
-    lm: Any, batches: Sequence[tuple[PoolTask, Sequence[ItemId]]]
-) -> list[list[Answer]]:
+def ask_many(lm: Any, batches: Sequence[tuple[PoolTask, Sequence[ItemId]]]) -> list[list[Answer]]:
     """Ask several pool tasks at once: one model call per request type for all their items.
 
     A step of a run over several benchmarks is then one ``lm.loglikelihood`` (and at most one

@@ -1,8 +1,8 @@
 """Our warnings as the one-line ``warning: ...`` messages every command prints.
 
 Python shows a warning with its category, file, line number and that line of source: noise
-to a user of the command, who did nothing wrong in ``hook.py``. Inside
-:func:`one_line_warnings` the warnings of this package (:func:`..run_bundles.own_warning`)
+to a user of the command, who did nothing wrong in ``runs/reconstruct.py``. Inside
+:func:`one_line_warnings` the warnings of this package (:func:`..errors.own_warning`)
 print as ``warning: MESSAGE`` on stderr, one line each; other libraries' warnings are shown
 as Python shows them.
 """
@@ -19,7 +19,7 @@ from typing import Any, TextIO
 @contextmanager
 def one_line_warnings() -> Iterator[None]:
     """Show our warnings as ``warning: MESSAGE`` lines on stderr while the block runs."""
-    from ..run_bundles import one_line, own_warning
+    from ..errors import one_line, own_warning
 
     shown = warnings.showwarning
 

@@ -248,7 +248,7 @@ def _collect_files(
 
 def _claims(args: argparse.Namespace, task: str, known: set[str]) -> dict[str, set[str]]:
     """Which known benchmarks the task name, --id-prefix and --benchmark say a file holds."""
-    from ..run_match import tokens
+    from ..runs.match import tokens
 
     sources = {"the task name": task, "--id-prefix": args.id_prefix, "--benchmark": args.benchmark}
     said = {label: tokens(text) & known for label, text in sources.items() if text}
@@ -260,8 +260,7 @@ def _check_benchmarks(args: argparse.Namespace, paths: list[str]) -> None:
     of another benchmark than its name and the id options say (hellaswag's documents in an
     arc-named file would otherwise become arc items)."""
     from ..collect import SamplesRun, find_samples_files, preview
-    from ..run_bundles import BundleIndex
-    from ..run_match import LoggedSamples, identify
+    from ..runs import BundleIndex, LoggedSamples, identify
 
     index = BundleIndex.discover(shipped=True)
     known = {ref.bundle.benchmark for ref in index.by_name.values()}

@@ -81,7 +81,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..curve import TraceOptions, check_output, trace_runs, write_report
-    from ..run_bundles import ReconstructionWarning, parse_task_map
+    from ..runs import ReconstructionWarning, parse_task_map
 
     if args.out:
         check_output(args.out, overwrite=args.overwrite)  # refused before the work

@@ -372,7 +372,7 @@ def _report(
 ) -> None:
     import warnings
 
-    from ..hook import ReconstructionWarning, reconstruct_runs
+    from ..runs import ReconstructionWarning, reconstruct_runs
     from .reconstruct import print_notes
 
     with warnings.catch_warnings():

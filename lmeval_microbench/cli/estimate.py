@@ -2,7 +2,7 @@
 
 The scores come from a response matrix, or straight from lm-eval ``--log_samples`` output:
 those runs are read, checked and estimated by the same code as ``microbench reconstruct``
-(:mod:`..hook`), so both commands give the same numbers for a run.
+(:mod:`..runs`), so both commands give the same numbers for a run.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from ._options import (
 
 if TYPE_CHECKING:
     from ..bundle import Bundle
-    from ..reconstruct import BenchmarkEstimate
-    from ..run_bundles import BundleRef
+    from ..runs import BenchmarkEstimate, BundleRef
 
     Estimates = tuple[Bundle, list[dict[str, Any]], list[str]]
     """The bundle, one record per model and the warnings to print."""
@@ -112,7 +111,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reconstruct import reconstruction_files
+    from ..runs import reconstruction_files
 
     paths = [check_exists(path, "--responses") for path in args.responses]
     is_matrix = _is_matrix(paths)
@@ -183,7 +182,7 @@ def _from_runs(paths: Sequence[Path], args: argparse.Namespace) -> Estimates:
     come back as notes.
     """
     from ..bundle import resolve_location
-    from ..hook import ReconstructOptions, estimate_task_scores, load_bundle_ref
+    from ..runs import ReconstructOptions, estimate_task_scores, load_bundle_ref
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -199,10 +198,9 @@ def _bundle_runs(
     ref: BundleRef, paths: Sequence[Path], model_ids: list[str] | None, *, progress: bool
 ) -> list[Any]:
     """The checked scores of each model's newest run of ``bundle`` (other runs skipped)."""
-    from tqdm.auto import tqdm
 
     from ..collect import SamplesRun, find_samples_files, folder_model_notes, newest_runs
-    from ..hook import BundleIndex, LoggedSamples, match_run, read_task_scores
+    from ..runs import BundleIndex, score_runs
 
     files = find_samples_files(paths)
     if not files:
@@ -215,22 +213,16 @@ def _bundle_runs(
     for text in folder_model_notes(run for _, run in runs):
         warnings.warn(text, stacklevel=2)
     bundle, index = ref.bundle, BundleIndex([ref])
-    scored = []
-    for model, run in tqdm(runs, desc="reading samples", unit="file", disable=not progress):
-        with run.named_in_errors():
-            logged = LoggedSamples(run)
-            if _other_bundle(logged, bundle.name):
-                continue
-            match = match_run(logged, index, {})
-            if match is not None:
-                scored.append(read_task_scores(logged, model, match))
+    scored, _ = score_runs(
+        runs, index, {}, progress=progress, skip=lambda logged: _other_bundle(logged, bundle.name)
+    )
     _check_runs(ref, scored, model_ids, paths)
     return scored
 
 
 def _other_bundle(logged: Any, name: str) -> bool:
     """A run of one of our own tasks (its documents name their bundle) of another bundle."""
-    from ..hook import OWN_FIELDS
+    from ..runs import OWN_FIELDS
 
     doc = logged.first_doc
     return all(isinstance(doc.get(f), str) for f in OWN_FIELDS) and doc["bundle"] != name
@@ -312,7 +304,7 @@ def _write(out: str, records: list[dict[str, Any]], table: str, overwrite: bool)
     import json
 
     from ..pairs import write_pair
-    from ..reconstruct import reconstruction_files
+    from ..runs import reconstruction_files
 
     path, markdown = reconstruction_files(out, overwrite=overwrite)
     text = json.dumps(strict(records), indent=2, allow_nan=False) + "\n"

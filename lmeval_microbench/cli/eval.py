@@ -161,7 +161,7 @@ def exit_note(code: int) -> str:
 def _print_estimates(output_path: Path, started: float) -> int:
     import warnings
 
-    from ..hook import ReconstructionWarning, reconstruct_runs
+    from ..runs import ReconstructionWarning, reconstruct_runs
     from .reconstruct import print_notes
 
     files = _new_samples(output_path, started - 1.0)

@@ -84,8 +84,13 @@ def print_notes(notes: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..hook import ReconstructionWarning, parse_task_map, reconstruct_runs
-    from ..reconstruct import reconstruction_files, write_reconstruction
+    from ..runs import (
+        ReconstructionWarning,
+        parse_task_map,
+        reconstruct_runs,
+        reconstruction_files,
+        write_reconstruction,
+    )
 
     if args.out:
         reconstruction_files(args.out, overwrite=args.overwrite)  # refused before the work

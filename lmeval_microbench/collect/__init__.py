@@ -14,7 +14,7 @@ their filter only by position, are split by content or refused: module ``_filter
 error names the file, line (or row) and item at fault. Modules import one way: ``_records``
 <- ``_filters`` <- ``_scores`` <- ``matrices`` <- ``samples``, ``details``. The record-level
 pieces (``Record``, ``lookup``, ``scores_from_records``, ``newest_runs``, ...) are exported
-too: :mod:`lmeval_microbench.hook` reads samples files against bundles with the same rules.
+too: :mod:`lmeval_microbench.runs` reads samples files against bundles with the same rules.
 """
 
 from ._records import (

@@ -3,7 +3,7 @@
 Roles, one module each:
 
 * :mod:`.reader`: lm-eval output folders -> each checkpoint's answers per benchmark and
-  item, read by the same code as ``microbench reconstruct`` (:mod:`lmeval_microbench.hook`);
+  item, read by the same code as ``microbench reconstruct`` (:mod:`lmeval_microbench.runs`);
 * :mod:`.ordering`: which training step each run is (``--step-regex``, ``revision=``, or
   the order given);
 * :mod:`.series`: per benchmark and checkpoint the raw subset score, IRT ability and

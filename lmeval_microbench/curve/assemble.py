@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..hook import ReconstructOptions
+from ..runs import ReconstructOptions
 from .ordering import RunIdentity
 from .reader import BenchmarkAnswers, RunAnswers
 from .series import BenchmarkCurve, TraceOptions, trace_benchmark
 
 
 def _benchmark_order(runs: Sequence[RunAnswers]) -> list[str]:
-    from ..reconstruct import benchmark_order
+    from ..runs.report import benchmark_order
 
     names = {name for run in runs for name in run.benchmarks}
     return sorted(names, key=benchmark_order)

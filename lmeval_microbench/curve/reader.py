@@ -1,5 +1,5 @@
 """The answers of each checkpoint's lm-eval run, per benchmark and item, read by the code
-``microbench reconstruct`` uses (:mod:`lmeval_microbench.hook`): same bundle matching, same
+``microbench reconstruct`` uses (:mod:`lmeval_microbench.runs`): same bundle matching, same
 content checks, same join by item id.
 
 A curve needs item-level answers, not only estimates: the paired test of two checkpoints
@@ -29,8 +29,7 @@ from .._types import ItemId
 from ..bundle import Bundle
 from ..collect import SamplesRun, find_samples_files, folder_model_notes, newest_runs
 from ..errors import InputError, MicrobenchError
-from ..hook import BundleIndex, LoggedSamples, match_run, read_task_scores
-from ..run_bundles import version_text
+from ..runs import BundleIndex, LoggedSamples, match_run, read_task_scores, version_text
 from .ordering import RunIdentity
 
 

@@ -30,13 +30,12 @@ from typing import Any
 
 from .._types import Estimate, ItemId, MaybeEstimated
 from ..bundle import Bundle
-from ..errors import BundleError, InputError, ItemMismatchError
+from ..errors import BundleError, InputError, ItemMismatchError, one_line, own_warning
 from ..estimators import ESTIMATORS
 from ..estimators._conformal import check_level
 from ..estimators.base import ScoreEstimator, checked_score
 from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator
-from ..run_bundles import one_line, own_warning
 
 logger = logging.getLogger("lmeval_microbench.harness")
 

@@ -1,6 +1,6 @@
 """Bundles for reading lm-eval runs: found on disk with their documents and task versions.
 
-The first step of reconstructing estimates from lm-eval output (:mod:`.hook`): which bundles
+The first step of reconstructing estimates from lm-eval output (:mod:`.reconstruct`): which bundles
 exist (the shipped suite and the folders a user names), the ``items.jsonl`` documents shipped
 beside each (checked against the bundle's content hashes before they judge any run) and the
 version of the task YAML that runs them; plus the ``--task-map`` syntax.
@@ -17,37 +17,10 @@ from typing import Any
 
 import yaml
 
-from ._types import ItemId
-from .bundle import BUNDLE_FILE, Bundle, load_bundle
-from .collect import preview
-from .errors import BundleError, InputError
-
-
-class ReconstructionWarning(UserWarning):
-    """Something about a run deserves attention but does not stop the reconstruction."""
-
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-"""Where our own code lives: a warning raised from a file below it is ours."""
-
-
-def own_warning(category: type[Warning], filename: str) -> bool:
-    """Whether a warning is one of ours, to be shown as a one-line message (no source line).
-
-    Ours: every :class:`ReconstructionWarning`, and user warnings raised by a file of this
-    package (bundle loading, estimators, run readers). Warnings of other libraries are
-    theirs to show.
-    """
-    if issubclass(category, ReconstructionWarning):
-        return True
-    return issubclass(category, UserWarning) and Path(filename).resolve().is_relative_to(
-        PACKAGE_DIR
-    )
-
-
-def one_line(message: Warning | str) -> str:
-    """A warning's text on one line (line breaks and runs of spaces become single spaces)."""
-    return " ".join(str(message).split())
+from .._types import ItemId
+from ..bundle import BUNDLE_FILE, Bundle, load_bundle
+from ..collect import preview
+from ..errors import BundleError, InputError, ReconstructionWarning
 
 
 # ---------------------------------------------------------------------------- bundles
@@ -102,7 +75,7 @@ def _read_item_docs(folder: Path, bundle: Bundle) -> dict[ItemId, dict[str, Any]
     The documents decide whether a foreign run holds the bundle's questions, so a copy that
     drifted from the bundle's content hashes would pass a drifted run and fail the genuine one.
     """
-    from .harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
+    from ..harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
 
     path = folder / ITEMS_JSONL
     if not path.is_file():
@@ -165,7 +138,7 @@ class BundleIndex:
             else:
                 raise BundleError(f"{path}: no such bundle folder")
         if shipped:
-            from .harness import include_path
+            from ..harness import include_path
 
             folders += sorted(p.parent for p in include_path().rglob(BUNDLE_FILE))
         suites = {folder.parent: _task_versions(folder.parent) for folder in folders}

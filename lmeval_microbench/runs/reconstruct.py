@@ -6,13 +6,14 @@ folders (many models, or many checkpoints of one), finds the runs of micro-bench
 joins every logged document to its bundle item *by id* and recomputes each estimate and
 interval from the logged per-item scores, without rerunning the model.
 
-The flow, one module a step: :mod:`.run_bundles` finds the bundles and their documents,
-:mod:`.run_match` decides which bundle a samples file's documents are (our own tasks name
+The flow, one module a step: :mod:`.bundles` finds the bundles and their documents,
+:mod:`.match` decides which bundle a samples file's documents are (our own tasks name
 it; foreign tasks such as metabench's ``metabench_arc_secondary`` are mapped with
-``task_map`` or recognised by content, never by ids alone), :mod:`.run_scores` checks the
-run and reads its scores by item id, and this module estimates, averages and reports.
+``task_map`` or recognised by content, never by ids alone), :mod:`.scores` checks the
+run and reads its scores by item id, this module estimates and averages, :mod:`.joint`
+adds the joint estimator's outputs and :mod:`.report` holds the result (JSON, markdown).
 
-Missing items behave as in the run itself (:mod:`.harness.estimates`): a warning names them
+Missing items behave as in the run itself (:mod:`..harness.estimates`): a warning names them
 and the estimate is NaN, unless ``allow_missing`` imputes them from the bundle's IRT fit.
 The leaderboard average comes with a conservative interval (see :func:`average_estimate`).
 """
@@ -24,7 +25,7 @@ import math
 import os
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,40 +33,22 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._types import Estimate, ModelId
-from .adaptive.pool import ADAPTIVE, estimate_pool, is_pool, pool_state
-from .bundle import Bundle
-from .collect import (
+from .._types import Estimate, ModelId
+from ..adaptive.pool import ADAPTIVE, estimate_pool, is_pool, pool_state
+from ..bundle import Bundle
+from ..collect import (
     SamplesRun,
     find_samples_files,
     folder_model_notes,
     newest_runs,
     preview,
 )
-from .errors import InputError
-from .estimators._conformal import check_level
-from .personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
-from .reconstruct import (
-    AverageEstimate,
-    BenchmarkEstimate,
-    Reconstruction,
-    average_estimate,
-    benchmark_order,
-    bundle_estimator,
-    full_size_of,
-    suite_of,
-)
-from .run_bundles import (
-    BundleIndex,
-    BundleRef,
-    ReconstructionWarning,
-    load_bundle_ref,
-    one_line,
-    own_warning,
-    parse_task_map,
-)
-from .run_joint import (
-    JOINT_FILE,
+from ..errors import InputError, ReconstructionWarning, one_line, own_warning
+from ..estimators._conformal import check_level
+from ..personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
+from ..reconstruct import bundle_estimator
+from .bundles import BundleIndex
+from .joint import (
     find_joints,
     guessing_chances,
     joint_bundles,
@@ -73,37 +56,23 @@ from .run_joint import (
     load_joint,
     widen_joint,
 )
-from .run_match import FOREIGN_ID_FIELDS, OWN_FIELDS, LoggedSamples, RunMatch, match_run
-from .run_scores import (
-    METRIC_ALIASES,
-    PREFERRED_FILTER,
+from .match import LoggedSamples, match_run
+from .report import (
+    AverageEstimate,
+    BenchmarkEstimate,
+    Reconstruction,
+    average_estimate,
+    benchmark_order,
+    full_size_of,
+    suite_of,
+)
+from .scores import (
     TaskScores,
     merge_split_runs,
     read_task_scores,
 )
 
-__all__ = [
-    "FOREIGN_ID_FIELDS",
-    "JOINT_FILE",
-    "METRIC_ALIASES",
-    "OWN_FIELDS",
-    "PREFERRED_FILTER",
-    "BundleIndex",
-    "BundleRef",
-    "LoggedSamples",
-    "ReconstructOptions",
-    "ReconstructionWarning",
-    "RunMatch",
-    "TaskScores",
-    "estimate_task_scores",
-    "joint_estimates",
-    "load_bundle_ref",
-    "load_joint",
-    "match_run",
-    "parse_task_map",
-    "read_task_scores",
-    "reconstruct_runs",
-]
+__all__ = ["ReconstructOptions", "estimate_task_scores", "reconstruct_runs", "score_runs"]
 
 
 def _warn(message: str) -> None:
@@ -120,7 +89,7 @@ class ReconstructOptions:
     allow_missing: bool | None = None
 
     def resolved(self, run_options: Mapping[str, Any]) -> tuple[str | None, float, bool]:
-        from .harness.hooks import _as_bool, _as_float
+        from ..harness.hooks import _as_bool, _as_float
 
         estimator = self.estimator or run_options.get("estimator") or None
         level = self.level if self.level is not None else run_options.get("level", 0.9)
@@ -163,7 +132,7 @@ def _estimate_group(
     results: list[Estimate | None] = [None] * len(runs)
     rows = np.flatnonzero(usable)
     if rows.size:
-        from .responses import ResponseMatrix
+        from ..responses import ResponseMatrix
 
         matrix = ResponseMatrix(
             values[rows], [f"row{k}" for k in rows], ids, source=f"bundle {bundle.name}"
@@ -205,7 +174,7 @@ def _adaptive_estimate(run: TaskScores, bundle: Bundle, level: float) -> Benchma
     """An adaptive run over an item pool: the pool's own estimate from the items it asked.
 
     An adaptive run asks only some of the pool's items by design, so the unasked items are not
-    missing scores: the estimate is the one the run printed (:func:`.adaptive.estimate_pool`),
+    missing scores: the estimate is the one the run printed (:func:`..adaptive.estimate_pool`),
     recomputed from the logged answers whatever order they come in.
     """
     result = estimate_pool(pool_state(bundle), run.scores, level) if run.scores else None
@@ -354,16 +323,7 @@ def _reconstruct(
     unknown = sorted(set(task_map) - {r.task for _, r in runs})
     if unknown:
         raise InputError(f"task map names tasks with no samples file: {preview(unknown)}")
-    scored: list[TaskScores] = []
-    skipped: list[str] = []
-    for model, run in tqdm(runs, desc="reading samples", unit="file", disable=not progress):
-        with run.named_in_errors():
-            logged = LoggedSamples(run)
-            match = match_run(logged, index, task_map)
-            if match is None:
-                skipped.append(f"{run.path} ({run.task})")
-                continue
-            scored.append(read_task_scores(logged, model, match))
+    scored, skipped = score_runs(runs, index, task_map, progress=progress)
     if not scored:
         raise InputError(
             f"no micro-benchmark runs under {preview(_as_list(paths))}: no samples file belongs "
@@ -390,6 +350,30 @@ def _reconstruct(
         for model, outputs in found.items():
             result.joint.setdefault(model, widen_joint(outputs, guessing_chances(estimates, model)))
     return result
+
+
+def score_runs(
+    runs: Sequence[tuple[ModelId, SamplesRun]],
+    index: BundleIndex,
+    task_map: Mapping[str, str],
+    *,
+    progress: bool,
+    skip: Callable[[LoggedSamples], bool] | None = None,
+) -> tuple[list[TaskScores], list[str]]:
+    """The checked scores of every run whose documents a bundle of ``index`` holds, and the
+    runs no bundle matched (``file (task)``). ``skip`` sets a run aside before it is matched
+    (``microbench estimate``: our own tasks' runs of other bundles); it is listed too."""
+    scored: list[TaskScores] = []
+    skipped: list[str] = []
+    for model, run in tqdm(runs, desc="reading samples", unit="file", disable=not progress):
+        with run.named_in_errors():
+            logged = LoggedSamples(run)
+            match = None if skip and skip(logged) else match_run(logged, index, task_map)
+            if match is None:
+                skipped.append(f"{run.path} ({run.task})")
+                continue
+            scored.append(read_task_scores(logged, model, match))
+    return scored, skipped
 
 
 def _as_list(paths: Any) -> list[Any]:

@@ -1,10 +1,10 @@
 """The scores one samples file gives its bundle's items, with everything checked first.
 
-The third step of reading lm-eval runs (:mod:`.hook`), after :mod:`.run_match` found the
+The third step of reading lm-eval runs (:mod:`.reconstruct`), after :mod:`.match` found the
 bundle: the run's config (from its results json) must report the bundle's metric, our own
 tasks' documents must carry the bundle's content hashes and foreign documents its questions;
 the file must hold as many documents as the run reports. Then the per-item scores are read
-by item id (:mod:`.collect`), never by position.
+by item id (:mod:`..collect`), never by position.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ._types import ItemId, ModelId
-from .benchmarks import recorded_settings, settings_warning, shipped
-from .bundle import verify_items
-from .collect import Record, SamplesRun, ScoreOptions, preview, scores_from_records
-from .errors import InputError, ItemMismatchError
-from .estimators._conformal import check_level
-from .run_bundles import note, version_text
-from .run_match import LoggedSamples, RunMatch, check_foreign_content
+from .._types import ItemId, ModelId
+from ..benchmarks import recorded_settings, settings_warning, shipped
+from ..bundle import verify_items
+from ..collect import Record, SamplesRun, ScoreOptions, preview, scores_from_records
+from ..errors import InputError, ItemMismatchError
+from ..estimators._conformal import check_level
+from .bundles import note, version_text
+from .match import LoggedSamples, RunMatch, check_foreign_content
 
 METRIC_ALIASES: dict[str, tuple[str, ...]] = {"mc1": ("acc",)}
 """Names other tasks log a bundle metric under: lm-eval's and metabench's truthfulqa mc1
@@ -171,7 +171,7 @@ def _in_run_estimate(run: SamplesRun) -> dict[str, float] | None:
 def _run_options(run: SamplesRun) -> dict[str, Any]:
     """The ``microbench_*`` options the run was given through lm-eval ``--metadata``,
     checked here so that a bad value is reported with the results json it is in."""
-    from .harness.hooks import _as_bool, _as_float
+    from ..harness.hooks import _as_bool, _as_float
 
     metadata = run.results_object("configs", run.task, "metadata")
     options: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """Joint estimates of a reconstruction: the suites' fitted joint estimators on the runs.
 
-The last step of reading lm-eval runs (:mod:`.hook`): a ``joint.json`` found beside a suite's
+The last step of reading lm-eval runs (:mod:`.reconstruct`): a ``joint.json`` found beside a suite's
 bundles (or named by the user) is applied to every model that ran all of its benchmarks in
 full, its outputs carrying the person-fit widening of the per-benchmark estimates.
 """
@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ._types import Estimate, ItemId, ModelId
-from .bundle import Bundle
-from .errors import BundleError
-from .reconstruct import BenchmarkEstimate
-from .run_bundles import BundleIndex, note
-from .run_scores import TaskScores
+from .._types import Estimate, ItemId, ModelId
+from ..bundle import Bundle
+from ..errors import BundleError
+from .bundles import BundleIndex, note
+from .report import BenchmarkEstimate
+from .scores import TaskScores
 
 JOINT_FILE = "joint.json"
 """A fitted :class:`~lmeval_microbench.joint.JointEstimator` state (JSON) at the root of a
@@ -42,9 +42,9 @@ def widen_joint(outputs: Mapping[str, Estimate], chances: Mapping[str, float]) -
 
     The joint estimator reads the same answers, so a benchmark whose answers may be guesses
     may be at chance in its joint output too, and the average may be the mean with those
-    benchmarks at chance (see :func:`.personfit.widen_for_fit` for the rule per benchmark).
+    benchmarks at chance (see :func:`..personfit.widen_for_fit` for the rule per benchmark).
     """
-    from .joint import AVERAGE
+    from ..joint import AVERAGE
 
     if not chances:
         return dict(outputs)
@@ -69,8 +69,8 @@ def find_joints(index: BundleIndex) -> list[Path]:
 
 
 def load_joint(path: str | os.PathLike[str]) -> Any:
-    """A fitted joint estimator from its sealed JSON state (see :func:`.joint.load_state`)."""
-    from .joint import load_state
+    """A fitted joint estimator from its sealed JSON state (see :func:`..joint.load_state`)."""
+    from ..joint import load_state
 
     return load_state(path)
 

@@ -1,6 +1,6 @@
 """Which bundle the documents of a samples file are, decided and checked by their content.
 
-The second step of reading lm-eval runs (:mod:`.hook`). Our own tasks name their bundle in
+The second step of reading lm-eval runs (:mod:`.reconstruct`). Our own tasks name their bundle in
 every document (and the bundle's content hashes check them). Documents of other tasks over
 the same items (metabench's ``metabench_arc_secondary``, ...) carry an index instead
 (``metabench_idx``, ``mb_sub_idx``), and an index alone proves nothing: every metabench file
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._io import canonical_json
-from ._types import ItemId
-from .collect import (
+from .._io import canonical_json
+from .._types import ItemId
+from ..collect import (
     DEFAULT_ID_FIELDS,
     Record,
     SamplesRun,
@@ -31,8 +31,8 @@ from .collect import (
     lookup,
     preview,
 )
-from .errors import InputError, ItemMismatchError
-from .run_bundles import BundleIndex, BundleRef, note
+from ..errors import InputError, ItemMismatchError
+from .bundles import BundleIndex, BundleRef, note
 
 FOREIGN_ID_FIELDS = ("mb_sub_idx", "metabench_idx", *DEFAULT_ID_FIELDS)
 """Doc fields tried, in order, as the item id of a foreign task's documents. Being ids, they
