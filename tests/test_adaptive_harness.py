@@ -165,15 +165,33 @@ def test_a_model_raising_mid_run_keeps_its_steps_and_resume_finishes(
         return lm
 
     monkeypatch.setattr(runner, "make_lm", failing)
-    assert run_cli(suite, tmp_path / "out", tiny_model, "--max-items", "5") == 2
+    assert (
+        run_cli(suite, tmp_path / "out", tiny_model, "--max-items", "5", "--items-per-step", "1")
+        == 2
+    )
     last = capsys.readouterr().err.strip().splitlines()[-1]  # above it: lm-eval's progress bars
     assert "GPU fell off the bus" in last and "--resume" in last
     log = tmp_path / "out" / "adaptive_microbench_pool_toy.jsonl"
     assert len(log.read_text().splitlines()) == 2
-    assert run_cli(suite, tmp_path / "out", tiny_model, "--max-items", "5") == 2  # no --resume
+    assert (
+        run_cli(suite, tmp_path / "out", tiny_model, "--max-items", "5", "--items-per-step", "1")
+        == 2
+    )  # no --resume
     assert "--resume" in capsys.readouterr().err
     monkeypatch.setattr(runner, "make_lm", real)
-    assert run_cli(suite, tmp_path / "out", tiny_model, "--max-items", "5", "--resume") == 0
+    assert (
+        run_cli(
+            suite,
+            tmp_path / "out",
+            tiny_model,
+            "--max-items",
+            "5",
+            "--items-per-step",
+            "1",
+            "--resume",
+        )
+        == 0
+    )
     results, samples = read_outputs(tmp_path / "out")
     assert results["adaptive"]["microbench_pool_toy"]["resumed_items"] == 2
     assert len(samples) == 5 and len({s["doc"]["item_id"] for s in samples}) == 5
