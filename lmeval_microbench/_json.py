@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +127,16 @@ def read_json(path: str | os.PathLike[str], *, allow_nan: bool = False) -> Any:
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     return parse_json(data, str(path), allow_nan=allow_nan)
+
+
+def strict_json(value: Any) -> Any:
+    """NaN and infinities as ``None`` all the way down: strict JSON every reader accepts (an
+    undefined statistic, such as Kendall's tau of models that all score the same, is
+    ``null``, never a bare ``NaN``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value

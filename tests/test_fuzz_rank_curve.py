@@ -28,12 +28,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_runs import SAMPLE_FIELDS, hook_lines, hook_results, results_fields
 
+from lmeval_microbench._json import strict_json
 from lmeval_microbench.cli import rank as rank_cli
 from lmeval_microbench.curve import trace_runs, write_report
 from lmeval_microbench.curve.report import CurveReport
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.personfit import check_estimate
-from lmeval_microbench.rank.report import strict_json
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses

@@ -65,6 +65,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lmeval_microbench._io import atomic_path
+from lmeval_microbench._json import strict_json
 from lmeval_microbench.cli.reliability import DIOR_LABEL
 from lmeval_microbench.estimators import ESTIMATORS
 from lmeval_microbench.plots import metric_vs_budget_png
@@ -106,11 +107,7 @@ from lmeval_microbench.reliability.leaderboard import (
     psn_combos,
     role_of,
 )
-from lmeval_microbench.reliability.leaderboard_report import (
-    leaderboard_markdown,
-    strict_json,
-    target_lines,
-)
+from lmeval_microbench.reliability.leaderboard_report import leaderboard_markdown, target_lines
 from lmeval_microbench.selection import SELECTORS
 
 __all__ = [  # imported from here by tests/test_bench_reliability.py and other tools

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .._json import strict_json
 from ..errors import InputError
 
 IRT_MODELS = ("1pl", "2pl", "3pl", "4pl")
@@ -295,20 +295,9 @@ def refuse_existing(paths: Sequence[Path], overwrite: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- printing
-def strict(value: Any) -> Any:
-    """NaN and infinities as ``None`` all the way down: strict JSON every reader accepts."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict(v) for v in value]
-    return value
-
-
 def print_json(payload: Any) -> None:
     """``payload`` as strict JSON on stdout (NaN written as ``null``, never bare ``NaN``)."""
-    json.dump(strict(payload), sys.stdout, indent=2, allow_nan=False)
+    json.dump(strict_json(payload), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._json import strict_json
 from ..errors import InputError
 from ._options import (
     ESTIMATORS,
@@ -27,7 +28,6 @@ from ._options import (
     interval_level,
     listing,
     print_json,
-    strict,
     table_text,
 )
 
@@ -307,7 +307,7 @@ def _write(out: str, records: list[dict[str, Any]], table: str, overwrite: bool)
     from ..runs import reconstruction_files
 
     path, markdown = reconstruction_files(out, overwrite=overwrite)
-    text = json.dumps(strict(records), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(strict_json(records), indent=2, allow_nan=False) + "\n"
     write_pair(path, markdown, text.encode("utf-8"), table, "Estimates")
     print(f"wrote {path} and {markdown}", file=sys.stderr)
 

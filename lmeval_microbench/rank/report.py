@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_path
+from .._json import strict_json
 from ..errors import InputError
 from .rounds import STATUS_TEXT, Ranking
 
@@ -158,18 +159,6 @@ def rank_interval_png(
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
     return buffer.getvalue()
-
-
-def strict_json(value: Any) -> Any:
-    """NaN and infinities as ``None`` all the way down (an undefined statistic, such as
-    Kendall's tau of models that all score the same, is ``null``, never bare ``NaN``)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
 
 
 def check_report_folder(out: str | Path, *, overwrite: bool) -> Path:

@@ -328,14 +328,3 @@ def leaderboard_markdown(
         }
         lines += dataset_section(name, records, info, files)
     return "\n".join(lines)
-
-
-def strict_json(value: Any) -> Any:
-    """NaN and infinities as None, recursively (strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
