@@ -231,7 +231,16 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
 )
 def test_cli_bad_auto_values_fail_before_any_work(tmp_path, capsys, extra, message):
     missing = tmp_path / "no_such_matrix.parquet"  # never read: the options fail first
-    argv = ["build", str(missing), "--benchmark", "toy", "--out", str(tmp_path / "b"), *extra]
+    argv = [
+        "build",
+        "--responses",
+        str(missing),
+        "--benchmark",
+        "toy",
+        "--out",
+        str(tmp_path / "b"),
+    ]
+    argv += extra
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "no_such_matrix" not in err

@@ -1,7 +1,8 @@
 """One CLI (issue 13): every subcommand's options follow the rules of ``cli/_options.py``.
 
-The parsers are read in-process from ``make_parser`` (fast, no lm-eval run); the deprecated
-spellings and ``estimate`` on lm-eval output run for real on toy data.
+The parsers are read in-process from ``make_parser`` (fast, no lm-eval run); the old
+spellings (gone: each is refused in one line naming its command) and ``estimate`` on lm-eval
+output run for real on toy data.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Actions shown in ``--help`` (deprecated spellings are hidden)."""
+    """Actions shown in ``--help`` (every one: nothing is hidden)."""
     return [a for a in parser._actions if a.help != argparse.SUPPRESS]
 
 
@@ -94,10 +95,8 @@ def test_every_help_renders_and_every_option_has_help(capsys):
         assert exit_info.value.code == 0, name
         assert "usage: microbench" in capsys.readouterr().out
         for action in parser._actions:
-            if action.help == argparse.SUPPRESS:  # only the deprecated spellings hide
-                assert isinstance(action, _options._DeprecatedOption) or action.dest == "matrix"
-            else:
-                assert action.help and action.help.strip(), (name, action.dest)
+            assert action.help != argparse.SUPPRESS, (name, action.dest)  # nothing hidden
+            assert action.help and action.help.strip(), (name, action.dest)
 
 
 def test_shared_options_have_one_spelling_everywhere():
@@ -177,48 +176,42 @@ def small_matrix(tmp_path_factory):
     return path
 
 
-def deprecation_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if "is deprecated; use" in line]
-
-
-def test_fit_old_spellings_work_and_say_so(small_matrix, tmp_path, capsys):
+def test_fit_follows_the_one_overwrite_rule(small_matrix, tmp_path, capsys):
     out = tmp_path / "irt.json"
-    assert main(["fit", str(small_matrix), "--model", "1pl", "--out", str(out), "--quiet"]) == 0
-    said = deprecation_lines(capsys.readouterr().err)
-    assert said == [
-        "microbench fit: --model is deprecated; use --irt-model",
-        "microbench fit: the positional MATRIX is deprecated; use --responses MATRIX",
-    ]
-    assert json.loads(out.read_text())["params"]["model"] == "1pl"
-    # the one overwrite rule: refused without --overwrite, before any fitting
     argv = ["fit", "--responses", str(small_matrix), "--out", str(out), "--quiet"]
+    assert main([*argv, "--irt-model", "1pl"]) == 0
+    assert json.loads(out.read_text())["params"]["model"] == "1pl"
+    # refused without --overwrite, before any fitting
     assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "exists; pass --overwrite" in err and not deprecation_lines(err)
+    assert "exists; pass --overwrite" in capsys.readouterr().err
     assert main([*argv, "--overwrite"]) == 0
 
 
-def test_build_positional_matrix_works_and_says_so(small_matrix, tmp_path, capsys):
-    argv = ["build", str(small_matrix), "--method", "random", "--budget", "4"]
-    argv += ["--benchmark", "toy", "--estimators", "mean", "--out", str(tmp_path / "b")]
-    assert main(argv) == 0
-    assert deprecation_lines(capsys.readouterr().err) == [
-        "microbench build: the positional MATRIX is deprecated; use --responses MATRIX"
-    ]
-    assert (tmp_path / "b" / "bundle.json").is_file()
-
-
-def test_other_old_spellings_parse_as_the_new_ones(capsys):
-    parser = make_parser()
-    argv = ["build", "--task", "t", "--include-path", "tasks/", "--budget", "5", "--out", "o"]
-    args = parser.parse_args(argv)
-    assert args.include_path == "tasks/"
-    args = parser.parse_args(["demo", "--batch-size", "4"])
-    assert args.batch_size == 4
-    assert deprecation_lines(capsys.readouterr().err) == [
-        "microbench build: --include-path is deprecated; use --include_path",
-        "microbench demo: --batch-size is deprecated; use --batch_size",
-    ]
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "MATRIX", "--out", "x.json"],
+        ["fit", "--responses", "MATRIX", "--model", "1pl"],
+        ["build", "MATRIX", "--budget", "4", "--out", "b"],
+        ["build", "--task", "t", "--include-path", "tasks/", "--budget", "5", "--out", "o"],
+        ["demo", "--batch-size", "4"],
+        ["estimate", "BUNDLE", "--responses", "MATRIX", "--model", "a"],
+    ],
+    ids=[
+        "fit positional",
+        "fit --model",
+        "build positional",
+        "--include-path",
+        "--batch-size",
+        "estimate --model",
+    ],
+)
+def test_the_old_spellings_are_gone_and_refused_in_one_line(small_matrix, argv, capsys):
+    """Spellings renamed before any release (issue 24): no hidden aliases left."""
+    argv = [str(small_matrix) if a == "MATRIX" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"microbench {argv[0]}: error:") and len(err.splitlines()) == 1
 
 
 def toy_matrix(toy, folder, models: dict[str, int]):
@@ -231,19 +224,11 @@ def toy_matrix(toy, folder, models: dict[str, int]):
     return path
 
 
-def test_estimate_old_model_filter_works_and_says_so(tmp_path, suite, toys, capsys):
+def test_estimate_keeps_the_models_model_id_names(tmp_path, suite, toys, capsys):
     matrix = toy_matrix(toys["toya"], tmp_path, {"a": 1, "b": 2, "c": 3})
     argv = ["estimate", str(suite / "toya"), "--responses", str(matrix), "--format", "json"]
-    assert main([*argv, "--model", "a", "--model", "c"]) == 0
-    captured = capsys.readouterr()
-    assert [r["model"] for r in json.loads(captured.out)] == ["a", "c"]
-    assert deprecation_lines(captured.err) == [
-        "microbench estimate: --model is deprecated; use --model-id"
-    ]
-    assert main([*argv, "--model-id", "b"]) == 0
-    captured = capsys.readouterr()
-    assert [r["model"] for r in json.loads(captured.out)] == ["b"]
-    assert not deprecation_lines(captured.err)
+    assert main([*argv, "--model-id", "a", "--model-id", "c"]) == 0
+    assert [r["model"] for r in json.loads(capsys.readouterr().out)] == ["a", "c"]
 
 
 # ---------------------------------------------------------------------------- estimate

@@ -162,7 +162,8 @@ def write_matrix(path: Path, docs: list[dict[str, Any]], hashes: list[str] | Non
 
 def build(originals, task: str, out: Path, *extra: str) -> int:
     return main(
-        ["build", str(originals[task]["matrix"]), "--task", str(originals[task]["yaml"]),
+        ["build", "--responses", str(originals[task]["matrix"]),
+         "--task", str(originals[task]["yaml"]),
          "--method", "random", "--budget", str(BUDGET), "--estimators", "calibrated,mean",
          "--out", str(out), *extra]
     )  # fmt: skip

@@ -25,10 +25,6 @@ checks them on every subcommand's parser):
   a refused command line is one line, ``microbench CMD: error: ...`` with status 2, as every
   other refusal (:class:`CommandParser`). ``microbench`` alone prints the command list on
   stderr with status 2 (no command is a usage error, as for git).
-
-* A renamed spelling keeps working for one release and prints, once, on stderr:
-  ``microbench CMD: OLD is deprecated; use NEW`` (:func:`deprecated`); it is hidden from
-  ``--help``.
 """
 
 from __future__ import annotations
@@ -204,75 +200,9 @@ def add_out(
     )
 
 
-# ---------------------------------------------------------------------------- deprecations
-def deprecated(command: str, old: str, new: str) -> None:
-    """Tell the user, on stderr, that a spelling will go; the old one still works."""
-    print(f"microbench {command}: {old} is deprecated; use {new}", file=sys.stderr)
-
-
-class _DeprecatedOption(argparse.Action):
-    """An old option spelling: stores into the new option's dest and says so once."""
-
-    def __init__(self, *args: Any, command: str, new: str, append: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.command, self.new, self.append, self.said = command, new, append, False
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        if not self.said:
-            deprecated(self.command, str(option_string), self.new)
-            self.said = True
-        if self.append:
-            values = [*(getattr(namespace, self.dest, None) or []), values]
-        setattr(namespace, self.dest, values)
-
-
-def add_deprecated(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    command: str,
-    old: str,
-    new: str,
-    *,
-    append: bool = False,
-    **kwargs: Any,
-) -> None:
-    """Keep ``old`` working as ``new`` for one release, hidden from ``--help``.
-
-    ``append`` for a repeatable ``new``; ``kwargs`` are the new option's (``dest``, ``type``,
-    ``choices``, ``metavar``).
-    """
-    parser.add_argument(
-        old,
-        action=_DeprecatedOption,
-        command=command,
-        new=new,
-        append=append,
-        help=argparse.SUPPRESS,
-        **kwargs,
-    )
-
-
-def add_deprecated_matrix(parser: argparse.ArgumentParser) -> None:
-    """The matrix as a positional argument: the old spelling of ``--responses``."""
-    parser.add_argument("matrix", nargs="?", help=argparse.SUPPRESS)
-
-
-def resolve_matrix(args: argparse.Namespace, command: str) -> None:
-    """``--responses`` from a deprecated positional MATRIX; one of them is required and
-    must exist (a missing file is "no such file", not "not a readable parquet file")."""
-    positional = getattr(args, "matrix", None)
-    if positional is not None:
-        if args.responses is not None:
-            raise InputError(
-                f"the matrix is given twice ({positional} and --responses {args.responses})"
-            )
-        deprecated(command, "the positional MATRIX", "--responses MATRIX")
-        args.responses = positional
+def require_responses(args: argparse.Namespace) -> None:
+    """``--responses`` is required and must exist (a missing file is "no such file", not
+    "not a readable parquet file")."""
     if args.responses is None:
         raise InputError("--responses FILE is required (the response matrix)")
     check_exists(args.responses, "--responses")

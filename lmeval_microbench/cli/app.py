@@ -64,6 +64,18 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse; an unknown argument is refused naming the subcommand it was given to (argparse
+    would name only ``microbench``, and point at the top-level help)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        prog = f"microbench {args.command}" if args.command else "microbench"
+        raise UsageError(
+            prog, f"unrecognized arguments: {' '.join(unknown)} (`{prog} --help` lists the options)"
+        )
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one-line errors for expected failures, tracebacks with MICROBENCH_DEBUG=1.
 
@@ -75,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = make_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except UsageError as exc:
         print(f"{exc.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -20,8 +20,6 @@ from ._options import (
     AUTO,
     ESTIMATORS,
     METHODS,
-    add_deprecated,
-    add_deprecated_matrix,
     add_irt_model,
     add_out,
     add_responses,
@@ -34,7 +32,7 @@ from ._options import (
     positive_int,
     print_json,
     render_original_task,
-    resolve_matrix,
+    require_responses,
     split_list,
 )
 
@@ -72,7 +70,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_responses(
         parser, required=False, help="response matrix of the source models (.parquet or .csv)"
     )
-    add_deprecated_matrix(parser)
     parser.add_argument(
         "--method",
         type=method_or_auto,
@@ -179,7 +176,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--task", help="the original lm-eval task: its name, or the path of its YAML file"
     )
     task.add_argument("--include_path", help="folder of task YAMLs lm-eval should search too")
-    add_deprecated(task, "build", "--include-path", "--include_path", dest="include_path")
     task.add_argument("--micro-task", help="name of the new task (default: micro_TASK)")
     task.add_argument(
         "--id-field",
@@ -208,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task is None and args.benchmark is None:
         raise InputError("--benchmark is required (or --task, whose name it then defaults to)")
     _check_recipe_args(args)
-    resolve_matrix(args, "build")
+    require_responses(args)
     matrix = ResponseMatrix.read(args.responses)
     scores = (
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None

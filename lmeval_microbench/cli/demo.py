@@ -34,7 +34,6 @@ from ..errors import InputError
 from ..reconstruct import FIT_MARK
 from ._options import (
     METHODS,
-    add_deprecated,
     add_out,
     add_seed,
     listing,
@@ -149,9 +148,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_out(parser, "folder to keep lm-eval's output (results + samples) in", type=Path)
     parser.add_argument(
         "--batch_size", type=positive_int, default=1, help="lm-eval batch size (default: 1)"
-    )
-    add_deprecated(
-        parser, "demo", "--batch-size", "--batch_size", dest="batch_size", type=positive_int
     )
     parser.add_argument(
         "--threads",

@@ -19,7 +19,6 @@ from .._json import strict_json
 from ..errors import InputError
 from ._options import (
     ESTIMATORS,
-    add_deprecated,
     add_format,
     add_out,
     add_quiet,
@@ -85,7 +84,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--model-id", action="append", metavar="ID", help="only this model (repeatable)"
     )
-    add_deprecated(parser, "estimate", "--model", "--model-id", dest="model_id", append=True)
     parser.add_argument(
         "--estimator",
         type=estimator_name,

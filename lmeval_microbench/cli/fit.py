@@ -8,9 +8,6 @@ from pathlib import Path
 
 from .._io import write_json_atomic
 from ._options import (
-    IRT_MODELS,
-    add_deprecated,
-    add_deprecated_matrix,
     add_irt_model,
     add_out,
     add_quiet,
@@ -19,7 +16,7 @@ from ._options import (
     positive_int,
     print_json,
     refuse_existing,
-    resolve_matrix,
+    require_responses,
 )
 
 
@@ -33,9 +30,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ),
     )
     add_responses(parser, required=False, help="response matrix (.parquet or .csv; required)")
-    add_deprecated_matrix(parser)
     add_irt_model(parser)
-    add_deprecated(parser, "fit", "--model", "--irt-model", dest="irt_model", choices=IRT_MODELS)
     parser.add_argument(
         "--dims", type=positive_int, default=1, help="ability dimensions (2PL only; default: 1)"
     )
@@ -55,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from ..irt import IRTModel
     from ..responses import ResponseMatrix
 
-    resolve_matrix(args, "fit")
+    require_responses(args)
     refuse_existing([Path(args.out)], args.overwrite)
     matrix = ResponseMatrix.read(args.responses)
     if args.drop_constant:
