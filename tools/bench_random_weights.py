@@ -5,7 +5,7 @@ benchmark); this is the real path: randomly initialised GPT-2s (``harness.tiny``
 byte-level tokenizer, nothing downloaded; one seed per model) are evaluated by lm-eval on the
 eight shipped micro tasks (``microbench_openllm`` and ``microbench_openllm_v2``, estimates
 recomputed from the logged samples as ``microbench reconstruct`` does) and run adaptively on
-the eight shipped pools (``adaptive.runner.run_task``, as ``microbench adaptive``, at most
+the eight shipped pools (``adaptive.interleave.run_task``, one item per step, at most
 ``--max-items`` items). A random-weights model is not a uniform guesser: its loglikelihoods
 prefer some options (often the shortest) systematically, so its true score can sit some
 points off the chance score; the check is what a user reads: whether the reported 90 %
@@ -70,8 +70,9 @@ def _static(lm: Any, out: Path) -> dict[str, dict[str, Any]]:
 
 
 def _adaptive(lm: Any, out: Path, max_items: int) -> dict[str, dict[str, Any]]:
+    from lmeval_microbench.adaptive.interleave import run_task
     from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
-    from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task, run_task
+    from lmeval_microbench.adaptive.runner import RunOptions, load_pool_task
 
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
