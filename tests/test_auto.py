@@ -194,6 +194,7 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
     out = tmp_path / "bundle"
     argv = [
         "build",
+        "--responses",
         str(matrix_file),
         "--method",
         "auto",
