@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -43,6 +44,19 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextmanager
+def staging_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new hidden folder in ``parent`` (usual mode) to assemble a folder in before renaming
+    it into place; removed at the end unless it was moved away."""
+    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
+    try:
+        os.chmod(staging, default_dir_mode())  # mkdtemp makes 0700
+        yield staging
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:

@@ -27,14 +27,13 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._io import default_dir_mode
+from .._io import staging_folder
 from ..errors import BundleError
 from .integrity import BUNDLE_FILE, SIDE_FILES
 
@@ -148,18 +147,13 @@ def _listed_files(path: Path) -> set[str] | None:
 @contextmanager
 def _staging(parent: Path, prefix: str, write: Writer, *, owned: bool = False) -> Iterator[Path]:
     """A hidden folder in ``parent`` holding what ``write`` wrote; removed unless moved away."""
-    staging = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent))
-    try:
+    with staging_folder(parent, prefix) as staging:
         if owned:  # first, so that a later writer can tell a dead one's leftovers
             (staging / _WRITER_FILE).write_text(
                 json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), encoding="utf-8"
             )
-        os.chmod(staging, default_dir_mode())  # mkdtemp makes 0700
         write(staging)
         yield staging
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _remove_stale_staging(target: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +287,7 @@ def _print(results: list[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- build
-def _stages() -> Any:
+def _stages() -> Callable[[str], None]:
     """A function printing ``[elapsed] stage`` lines on stderr (no bar: stages vary widely)."""
     started = time.perf_counter()
 

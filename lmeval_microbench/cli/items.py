@@ -43,11 +43,11 @@ def _shipped_folders() -> list[tuple[str, Path]]:
     from ..bundle import BUNDLE_FILE
     from ..harness import include_path
 
-    found = [(f"microbench_{p.parent.name}", p.parent) for p in include_path().rglob(BUNDLE_FILE)]
-    found += [
-        (f"{POOL_TASK_PREFIX}{p.parent.name}", p.parent) for p in SHIPPED_POOLS.rglob(BUNDLE_FILE)
+    static = sorted(p.parent for p in include_path().rglob(BUNDLE_FILE))
+    pools = sorted(p.parent for p in SHIPPED_POOLS.rglob(BUNDLE_FILE))
+    return [(f"microbench_{folder.name}", folder) for folder in static] + [
+        (f"{POOL_TASK_PREFIX}{folder.name}", folder) for folder in pools
     ]
-    return sorted(found, key=lambda pair: ("pool" in pair[0], str(pair[1])))
 
 
 def resolve_bundle(name: str) -> Path:
@@ -59,8 +59,11 @@ def resolve_bundle(name: str) -> Path:
     if path.exists():
         return path.parent if path.name == BUNDLE_FILE else path
     shipped = _shipped_folders()
-    for task, folder in shipped:
-        if name in (task, folder.name) or name == load_bundle(folder).name:
+    by_name = [folder for task, folder in shipped if name in (task, folder.name)]
+    if by_name:  # a task or benchmark name: no bundle needs reading
+        return by_name[0]
+    for _, folder in shipped:
+        if load_bundle(folder).name == name:
             return folder
     known = ", ".join(sorted({task for task, _ in shipped}))
     raise InputError(f"{name}: no such bundle folder, and no shipped bundle of that name ({known})")

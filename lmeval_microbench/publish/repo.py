@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from .._io import default_dir_mode
+from .._io import staging_folder
 from .._json import read_json
 from ..bundle import BUNDLE_FILE, Bundle, load_bundle, load_items
 from ..errors import BundleError, InputError
@@ -285,9 +284,7 @@ def write_to_folder(
     target = Path(target)
     _check_target(target, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        os.chmod(staging, default_dir_mode())  # mkdtemp makes 0700
+    with staging_folder(target.parent, f".{target.name}.") as staging:
         write_repository(source, card, staging)
         if target.exists():
             old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
@@ -300,7 +297,4 @@ def write_to_folder(
             shutil.rmtree(old)
         else:
             os.rename(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return target
