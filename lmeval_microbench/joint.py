@@ -19,7 +19,7 @@ Method (stacked regression), every learned step on the source models only:
    scores) on standardised features, in closed form from one SVD per grid point; the penalty
    and the relative scale of the item columns (many and noisy, while the few estimate columns
    are strong) are chosen per output by generalised cross-validation;
-5. intervals: cross-conformal per output (``estimators._conformal``) from K-fold predictions
+5. intervals: cross-conformal per output (``_conformal``) from K-fold predictions
    of the head on the cross-fitted features.
 
 IRT parameters (unsupervised) are fitted once on all source models, not once per fold, as in
@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
 from ._io import SEAL_KEY, seal_holds
 from ._joint_head import RidgeHead, cross_fit_head, fit_ridge_head
 from ._joint_inputs import AVERAGE, check_benchmarks, joint_source, usable_source
@@ -49,7 +50,6 @@ from ._types import Estimate, ItemId
 from .build import fit_source_irt
 from .errors import InputError, ItemMismatchError, MicrobenchError
 from .estimators import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
-from .estimators._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
 from .estimators.base import checked_score, fold_labels
 from .irt import IRTModel, estimate_abilities
 from .irt.params import ItemParams
@@ -97,7 +97,7 @@ class JointEstimator:
     mirt_dims, mirt_options
         Dimensions of the multidimensional 2PL and extra ``IRTModel`` arguments.
     interval
-        Residual scale of the conformal intervals (see ``estimators._conformal``).
+        Residual scale of the conformal intervals (see ``_conformal``).
     n_folds, random_state
         Cross-fitting folds of the joint source models and the seed of everything random.
 

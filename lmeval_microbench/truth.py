@@ -126,3 +126,23 @@ def _resolve_scale(target: np.ndarray, row_means: np.ndarray, where: str) -> np.
         f"and they average {ratio:.3g} times the matrix row means (about 1 for fractions, 100 "
         "for percent); pass --score-scale fraction or --score-scale percent (scale= in Python)"
     )
+
+
+def complete_models(matrix: ResponseMatrix, truth: np.ndarray) -> tuple[ResponseMatrix, np.ndarray]:
+    """Drop models with a missing response (estimators need every subset score), with a warning.
+
+    Here, with the truths it keeps aligned, not in ``reliability/``: ranking replays
+    (``rank/replay.py``) need it too, and ``rank/`` must not import ``reliability/``.
+    """
+    complete = ~np.isnan(matrix.values).any(axis=1)
+    if complete.all():
+        return matrix, truth
+    if not complete.any():
+        raise InputError(f"{matrix.source}: every model has missing responses")
+    warnings.warn(
+        f"{matrix.source}: {int((~complete).sum())} of {matrix.n_models} models have missing "
+        "responses and are left out",
+        stacklevel=3,
+    )
+    keep = [m for m, ok in zip(matrix.model_ids, complete, strict=True) if ok]
+    return matrix.select_models(keep), np.asarray(truth)[complete]

@@ -69,8 +69,9 @@ def test_choice_records_every_candidate_and_the_protocol(irt_matrix):
 
 
 def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(exchangeable):
-    # random folds only: with every item alike no method can do better on models like the
-    # sources (under extrapolation every calibrated mean is biased, by amounts that differ)
+    # random folds only: with every item alike no selection can do better than random items
+    # on models like the sources (under extrapolation every calibrated mean is biased, by
+    # amounts that differ); the plain mean may beat the floor's estimator there, and may win
     choice = choose_recipe(
         exchangeable,
         exchangeable.mean_scores(),
@@ -82,7 +83,7 @@ def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(excha
         progress=False,
         extrapolation=False,
     )
-    assert (choice.method, choice.estimator) == (FLOOR.method, FLOOR.estimator)
+    assert choice.method == FLOOR.method and choice.estimator in {"mean", FLOOR.estimator}
     assert choice.protocol["outer"] is None
 
 

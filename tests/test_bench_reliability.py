@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tools_support import tools_module
 
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import make_estimator
@@ -301,7 +302,7 @@ def test_few_source_models_need_the_matrix_mean_as_target(tool):
 
 
 def test_a_rerun_keeps_defaults_json_and_names_where_its_choice_differs(tool, tmp_path):
-    from lmeval_microbench.reliability.leaderboard_report import kept_defaults_note
+    kept_defaults_note = tools_module("leaderboard_report").kept_defaults_note
 
     recipe = {"method": "greedy", "estimator": "kridge", "budget": 100}
     chosen = {**recipe, "budget": 50, "random_mae": 1.39, "extrapolation_mae": 1.59}

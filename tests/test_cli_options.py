@@ -152,7 +152,10 @@ def test_a_bad_command_line_fails_in_one_line_before_any_work(tmp_path, capsys):
     never = str(tmp_path / "no-bundle")  # would fail later, when the work starts
     for argv, said in (
         (["estimate", never, "--responses", never, "--estimator", "krige"], "choose from"),
-        (["reconstruct", never, "--estimator", "nope"], "choose from anchor, calibrated"),
+        (
+            ["reconstruct", never, "--estimator", "nope"],
+            "choose from anchor, anchor_sum, calibrated",
+        ),
         (["fit", "--responses", never, "--irt-model", "5pl", "--out", never], "invalid choice"),
         (["estimate", never, "--responses", never, "--level", "90"], "in (0, 1)"),
         (["build", "--responses", never, "--method", "nope", "--budget", "3"], "anchor_points"),

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from lmeval_microbench.errors import InputError
-from lmeval_microbench.estimators import make_estimator
-from lmeval_microbench.estimators._conformal import (
+from lmeval_microbench._conformal import (
     MAX_REGIONS,
     ConformalBand,
     fit_band,
     region_edges,
 )
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.reliability import ResultPool, coverage_by_thirds, summarise
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from lmeval_microbench._conformal import fit_band
 from lmeval_microbench.errors import InputError, ItemMismatchError
 from lmeval_microbench.estimators import (
     DEFAULT_ESTIMATOR,
@@ -15,7 +16,6 @@ from lmeval_microbench.estimators import (
     estimator_from_state,
     make_estimator,
 )
-from lmeval_microbench.estimators._conformal import fit_band
 from lmeval_microbench.estimators.irt import choose_lambda
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
@@ -26,6 +26,9 @@ N_HELDOUT = 400
 N_ITEMS = 150
 BUDGET = 40
 NAMES = sorted(ESTIMATORS)
+UNCALIBRATED = {"anchor_sum"}
+"""Estimators that fit nothing to the sources' scores: they keep their subset's difficulty
+offset, so the bias bound of calibrated ones does not apply (tested on their own below)."""
 SAMPLING_RMS_BOUND = np.sqrt(0.25 / BUDGET * (N_ITEMS - BUDGET) / (N_ITEMS - 1))
 """Largest rms error of the mean of BUDGET items drawn without replacement from N_ITEMS."""
 
@@ -78,7 +81,23 @@ def fits(world: dict) -> dict[str, ScoreEstimator]:
 
 
 # ---------------------------------------------------------------------- accuracy and coverage
-@pytest.mark.parametrize("name", NAMES)
+def test_anchor_sum_is_the_weighted_sum_of_a_models_answers(world: dict) -> None:
+    """On a whole benchmark the asked items count once: the estimate is ``sum(w * answers)``
+    exactly, however unequal the weights (read as the mean of the other items, a weighted
+    sum counted the asked items twice)."""
+    subset = world["subset"]
+    weights = np.linspace(0.5, 1.5, subset.budget)
+    weights /= weights.sum()
+    weighted = Subset(subset.item_ids, weights, "anchor_points", 0)
+    estimator = make_estimator("anchor_sum").fit(world["source"], weighted, world["target_source"])
+    assert estimator.finite_ is not None
+    heldout = world["heldout"].select_items(subset.item_ids)
+    value, lower, upper = estimator.estimate_matrix(heldout)
+    np.testing.assert_allclose(value, heldout.values @ weights, atol=1e-12)
+    assert np.all((lower <= value) & (value <= upper))
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - UNCALIBRATED))
 def test_estimate_recovers_heldout_scores(name: str, world: dict, fits: dict) -> None:
     value, _, _ = fits[name].estimate_matrix(world["heldout"])
     error = value - world["target_heldout"]
@@ -223,7 +242,7 @@ def test_subset_item_absent_from_source_is_named(world: dict) -> None:
 
 
 def test_unknown_estimator_lists_the_known_ones() -> None:
-    with pytest.raises(InputError, match=r"did you mean 'pirt'.*anchor, calibrated"):
+    with pytest.raises(InputError, match=r"did you mean 'pirt'.*anchor, anchor_sum, calibrated"):
         make_estimator("pirtt")
     assert DEFAULT_ESTIMATOR in ESTIMATORS
 

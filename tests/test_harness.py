@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from tiny_models import build_random_gpt2
 
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle import Bundle, MetricSpec, load_bundle
@@ -37,7 +38,6 @@ from lmeval_microbench.harness import (
     write_task,
 )
 from lmeval_microbench.harness.docs import ITEMS_JSONL, read_docs
-from lmeval_microbench.harness.tiny import build_random_gpt2
 from lmeval_microbench.personfit import check_estimate
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.responses import ResponseMatrix

@@ -143,7 +143,7 @@ def test_changed_lm_eval_code_is_reported():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """Plain ``lm-eval run`` of both tasks on a random-weights GPT-2, offline."""
-    from lmeval_microbench.harness.tiny import build_random_gpt2
+    from tiny_models import build_random_gpt2
 
     root = tmp_path_factory.mktemp("v2")
     model = build_random_gpt2(root / "gpt2")
@@ -256,8 +256,9 @@ def test_shipped_v2_pools_load_and_match_their_documents():
 
 @pytest.mark.slow
 def test_adaptive_run_of_both_v2_pools_through_lm_eval(tmp_path, capsys):
+    from tiny_models import build_random_gpt2
+
     from lmeval_microbench.cli.app import main
-    from lmeval_microbench.harness.tiny import build_random_gpt2
 
     model = build_random_gpt2(tmp_path / "gpt2", n_positions=2048)  # IFEval: 1,280 new tokens
     argv = [

@@ -23,7 +23,7 @@ names them); both are kept to placeholders, so what runs is what the README says
 - ``mmlu_B.parquet`` / ``mmlu_B_scores.csv`` (a bare file name: "your matrix") -> the
   leaderboard MMLU matrix and its scores in the shared data;
 - ``MODEL`` (``pretrained=MODEL``) -> a random 2-layer GPT-2 saved at test time
-  (``harness.tiny``; nothing downloaded);
+  (``tests/tiny_models.py``; nothing downloaded);
 - ``new_models.parquet`` ("your new models") -> 5 models of the MMLU matrix, written there.
 
 Not marked, and why (:data:`NOT_RUNNABLE` names each by how its first line starts; a new bash
@@ -39,7 +39,8 @@ block must be marked or listed there, or :func:`test_every_bash_block_is_classif
 - "Your own micro-benchmark" (``collect runs/ --tasks arc_easy``, ``build --task arc_easy``):
   needs the reader's own runs and the arc_easy dataset from the network;
 - the checkpoint curve loop (``microbench eval`` per checkpoint: the reader's checkpoints);
-- the live ``microbench rank`` commands (the reader's ``models.txt``);
+- the live ``microbench rank`` commands (the reader's ``models.txt``; the cluster round block
+  also a Slurm cluster: ``tests/test_rank_cluster.py`` runs planned rounds on tiny models);
 - the Hub user's download of a published micro-benchmark (the network; the card's commands
   run against a fake Hub in ``tests/test_publish_repo.py``);
 - ``microbench adaptive`` (``--device cuda:0``, and ``...`` placeholders).
@@ -88,6 +89,9 @@ NOT_RUNNABLE = {
     "from the network",
     "for step in 1000 2000 4000 8000; do": "the reader's checkpoints",
     "# live: many models through lm-eval": "the reader's models.txt",
+    "microbench rank --model hf --model-args-file models.txt --tasks microbench_mmlu": "the "
+    "reader's models.txt and a Slurm cluster (tests/test_rank_cluster.py runs the planned "
+    "lm_eval commands on tiny models)",
     'python -c "from huggingface_hub import snapshot_download': "downloads from the Hub (the "
     "card's commands run against a fake Hub in tests/test_publish_repo.py)",
     "microbench adaptive --model hf": "--device cuda:0, and `...` placeholders",
@@ -204,7 +208,7 @@ def _setup(text: str, folder: Path, shared: Path) -> None:
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
-    from lmeval_microbench.harness.tiny import build_random_gpt2
+    from tiny_models import build_random_gpt2
 
     return build_random_gpt2(tmp_path_factory.mktemp("tiny-gpt2"), seed=0)
 

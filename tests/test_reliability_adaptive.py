@@ -8,14 +8,16 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
+from tools_support import tools_module
 
 import lmeval_microbench.reliability.evaluate as evaluate_module
 from lmeval_microbench.cli._options import ADAPTIVE_METHOD
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.reliability import run_reliability
-from lmeval_microbench.reliability.defaults import choose_default
 from lmeval_microbench.reliability.plan import ADAPTIVE
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+choose_default = tools_module("leaderboard_defaults").choose_default
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_reliability import load_openllm
 
+from lmeval_microbench._conformal import fit_band
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
-from lmeval_microbench.estimators._conformal import fit_band
 from lmeval_microbench.rank.replay import fit_on, select_subset, split_population
 
 BENCHMARKS = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")

@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # tiny_models: the random GPT-2 of the tests
 SCHEDULES = {"at every save (default, save_steps=500)": 500, "every 100 steps": 100}
 
 
 def load_models(which: list[str], folder: Path) -> dict[str, tuple[Any, Any]]:
     import transformers
+    from tiny_models import build_random_gpt2
 
     from lmeval_microbench.cli.demo import smollm2_model_args
-    from lmeval_microbench.harness.tiny import build_random_gpt2
 
     models = {}
     if "tiny-gpt2" in which:

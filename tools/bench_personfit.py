@@ -37,7 +37,9 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tiny_models
 from bench_reliability import load_openllm
+from tiny_models import build_random_gpt2
 
 from lmeval_microbench import personfit as pf
 from lmeval_microbench._types import Estimate
@@ -45,7 +47,6 @@ from lmeval_microbench.build import fit_source_irt
 from lmeval_microbench.bundle import Bundle, load_bundle
 from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.harness import clear_registry, include_path
-from lmeval_microbench.harness.tiny import build_random_gpt2
 from lmeval_microbench.reconstruct import bundle_estimator, estimate_models
 from lmeval_microbench.reliability import random_splits
 from lmeval_microbench.responses import ResponseMatrix

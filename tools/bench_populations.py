@@ -384,7 +384,7 @@ def markdown(records: list[dict], info: dict[str, Any]) -> str:
             "benchmark's default recipe (bench/defaults.json) at its own budget.",
             "",
             "`band`: `conditional` = the default band (per-region quantiles with 100+ source "
-            "models, distance-widened with fewer; `estimators/_conformal.py`); `one quantile` "
+            "models, distance-widened with fewer; `_conformal.py`); `one quantile` "
             "= the band of earlier versions, refitted on the same residuals. `cov low/mid/high`"
             ": coverage among targets whose estimate is in the lower/middle/upper third of the "
             "targets' true score range (equal widths); `worst third (truth)`: the lowest "

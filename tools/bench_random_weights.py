@@ -1,7 +1,7 @@
 """Random-weights models through lm-eval on every shipped micro task and pool (issue 21).
 
 ``tools/bench_random_models.py`` simulates random responders on the matrices (hundreds per
-benchmark); this is the real path: randomly initialised GPT-2s (``harness.tiny``, a
+benchmark); this is the real path: randomly initialised GPT-2s (``tests/tiny_models.py``, a
 byte-level tokenizer, nothing downloaded; one seed per model) are evaluated by lm-eval on the
 eight shipped micro tasks (``microbench_openllm`` and ``microbench_openllm_v2``, estimates
 recomputed from the logged samples as ``microbench reconstruct`` does) and run adaptively on
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # tiny_models: the random GPT-2 of the tests
 V1 = ("arc", "hellaswag", "mmlu", "truthfulqa", "winogrande", "gsm8k")
 V2 = ("ifeval", "musr")
 
@@ -94,8 +95,7 @@ def _adaptive(lm: Any, out: Path, max_items: int) -> dict[str, dict[str, Any]]:
 
 def evaluate_model(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
     from lm_eval.models.huggingface import HFLM
-
-    from lmeval_microbench.harness.tiny import build_random_gpt2
+    from tiny_models import build_random_gpt2
 
     with tempfile.TemporaryDirectory(prefix="microbench-random-") as tmp:
         # 4,096 positions: IFEval generates up to 1,280 tokens after its prompt

@@ -78,20 +78,17 @@ from lmeval_microbench.reliability import (
     json_ready,
     needs_irt,
 )
-from lmeval_microbench.reliability.baselines import (
+from lmeval_microbench.selection import SELECTORS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the leaderboard_* siblings
+from leaderboard_baselines import (
     RIDGE_SUBSET,
     metabench_own_error,
     ridge_cv,
     ridge_gcv,
     ridge_predict,
 )
-from lmeval_microbench.reliability.defaults import (
-    DEFAULTS_RULE,
-    choose_default,
-    mdad_cut,
-    summary_rows,
-)
-from lmeval_microbench.reliability.leaderboard import (
+from leaderboard_bench import (
     DATASETS,
     OPENLLM,
     PSN_BLOCKS,
@@ -107,8 +104,13 @@ from lmeval_microbench.reliability.leaderboard import (
     psn_combos,
     role_of,
 )
-from lmeval_microbench.reliability.leaderboard_report import leaderboard_markdown, target_lines
-from lmeval_microbench.selection import SELECTORS
+from leaderboard_defaults import (
+    DEFAULTS_RULE,
+    choose_default,
+    mdad_cut,
+    summary_rows,
+)
+from leaderboard_report import leaderboard_markdown, target_lines
 
 __all__ = [  # imported from here by tests/test_bench_reliability.py and other tools
     "OPENLLM",

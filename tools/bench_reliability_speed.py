@@ -37,10 +37,12 @@ import numpy as np
 
 from lmeval_microbench import reliability
 from lmeval_microbench.estimators import ESTIMATORS
-from lmeval_microbench.reliability.leaderboard import load_openllm
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import SELECTORS
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leaderboard_bench import load_openllm
 
 REPO = Path(__file__).resolve().parents[1]
 OLD_PATH = "lmeval_microbench/reliability.py"

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from lmeval_microbench._conformal import SCALE_MODES
 from lmeval_microbench._io import atomic_path, write_json_atomic
 from lmeval_microbench._rng import spawn
 from lmeval_microbench.errors import ConvergenceWarning, InputError
@@ -41,7 +42,6 @@ from lmeval_microbench.estimators import (
     ScoreEstimator,
     make_estimator,
 )
-from lmeval_microbench.estimators._conformal import SCALE_MODES
 from lmeval_microbench.irt import IRTModel
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix

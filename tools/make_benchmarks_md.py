@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
+    ("peers_before_pam.md", "tools/bench_peers.py"),
     ("v2_cost.md", "tools/bench_v2_cost.py"),
     ("build_speed.md", "tools/bench_build_speed.py"),
     ("irt_speed.md", "tools/bench_irt.py"),
@@ -26,6 +27,7 @@ SECTIONS = [
     ("conformal_ties.md", "tools/bench_conformal_ties.py"),
     ("ours.md", "tools/eval_ours.py"),
     ("joint.md", "tools/eval_joint.py"),
+    ("joint_shipped.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),
     ("irt_small.md", "tools/bench_irt_small.py"),
     ("random_models.md", "tools/bench_random_models.py"),
@@ -47,6 +49,11 @@ HEADLINE = [
     ("Build time of the default recipe choice", "build_speed.md", None),
     ("Person fit: random-weights models through lm-eval", "random_weights.md", None),
     ("Held-out accuracy and coverage of the shipped v1 micro tasks", "ours.md", None),
+    (
+        "Joint estimation against the shipped per-benchmark estimator",
+        "joint_shipped.md",
+        "## Joint",
+    ),
     ("The demo's announced and real time", "demo_time.md", None),
 ]
 """(title, report, heading before the table or None for the report's first table)."""

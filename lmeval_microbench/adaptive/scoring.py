@@ -12,7 +12,7 @@ Interval. How far that is from the truth depends on how many items were asked, a
 adaptive procedure itself (which items a model of that ability gets). So the intervals come from
 simulated adaptive runs of the source models, cross-fitted (each fold's models replayed with
 IRT and regression fitted without them): at each of a list of item counts ("checkpoints") the
-residuals give one conformal band (:func:`~lmeval_microbench.estimators._conformal.fit_band`),
+residuals give one conformal band (:func:`~lmeval_microbench._conformal.fit_band`),
 and a run stopped after n items uses the band of the largest checkpoint <= n (fewer items, wider
 band: conservative between checkpoints). Only each band's quantiles at three levels are kept,
 which keeps a pool small.
@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from .._conformal import ConformalBand, fit_band
 from .._types import ItemId
 from ..errors import InputError
 from ..estimators import make_estimator
-from ..estimators._conformal import ConformalBand, fit_band
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix

@@ -72,6 +72,11 @@ FALLBACK = FLOOR
 """The recipe of a matrix too small to choose on."""
 DEFAULT_METHODS = ("random", "stratified", "anchor_points", "dpp", "greedy", "tinybenchmarks")
 DEFAULT_ESTIMATORS = ("kridge", "guarded")
+PAIRED_CANDIDATES = (Candidate("anchor_points", "anchor_sum"),)
+"""Default candidates beyond methods x estimators: an estimator that only makes sense with
+one selector. Anchor Points' uncalibrated cluster-weighted sum led benchpred's methods under
+extrapolation on the Open LLM v1 matrices and lagged the random-item mean on whole current
+benchmarks; the folds decide between the two."""
 IRT_METHODS = frozenset({"tinybenchmarks", "metabench"})
 """Selectors that fit their own IRT model on every call."""
 BUDGET_GRID = (10, 25, 50, 100, 200, 400)
@@ -215,7 +220,10 @@ def default_candidates(
         if not methods:
             notes += [f"method {m} left out ({wide})" for m in method_names if m in IRT_METHODS]
             method_names = [m for m in method_names if m not in IRT_METHODS]
-    return [Candidate(m, e) for m in method_names for e in estimator_names], notes
+    candidates = [Candidate(m, e) for m in method_names for e in estimator_names]
+    if not methods and not estimators:
+        candidates += [c for c in PAIRED_CANDIDATES if c.method in method_names]
+    return candidates, notes
 
 
 def check_names(methods: Sequence[str], estimators: Sequence[str]) -> None:

@@ -47,6 +47,7 @@ METHODS = ("anchor_points", "dpp", "greedy", "metabench", "random", "stratified"
 
 ESTIMATORS = (
     "anchor",
+    "anchor_sum",
     "calibrated",
     "gpirt",
     "guarded",

@@ -2,7 +2,9 @@
 
 Two modes share the round engine (``lmeval_microbench.rank``): a replay over a response
 matrix with known full scores (``--responses``; a simulation, as ``reliability``) and live
-lm-eval runs of many models on micro tasks (``--model_args`` / ``--model-args-file``).
+lm-eval runs of many models on micro tasks (``--model_args`` / ``--model-args-file``), in this
+process or as each round's ``lm_eval`` commands for a scheduler (``--plan-round DIR`` /
+``--resume DIR``, :mod:`.rank_cluster`).
 Up to 10 models (default tiers) are ranked pairwise: Flash-HELM's tiers are for leaderboards,
 and their first tier would call 2-4 models resolved after one round of a few items.
 """
@@ -35,6 +37,9 @@ examples:
       --score-column full_score_metabench --population 100 --out /tmp/rank-mmlu
   microbench rank --model hf --model-args-file models.txt --tasks microbench_mmlu \\
       --out /tmp/rank-live
+  microbench rank --model-args-file models.txt --tasks microbench_mmlu --plan-round /shared/rk
+  sh /shared/rk/round_0/commands.sh        # or one scheduler job per line
+  microbench rank --resume /shared/rk      # plans round_1 ... until it writes the report
 """
 
 
@@ -140,6 +145,31 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="level of the rank intervals (default: 0.9)",
     )
     parser.add_argument("--full-items", type=positive_int, help="items of the full benchmarks")
+    cluster = parser.add_argument_group(
+        "cluster rounds (live): each round as lm_eval commands that any scheduler runs"
+    )
+    cluster.add_argument(
+        "--plan-round",
+        metavar="DIR",
+        help="do not run the models: write the first round's lm_eval commands, one line per "
+        "model (DIR/round_0/commands.sh; DIR/round_0/plan.json for programs) and the ranking's "
+        "state (DIR/state.json; DIR must be new or empty); run the lines anywhere that sees "
+        "DIR, then --resume DIR",
+    )
+    cluster.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="read the outputs of DIR's last round, then write the next round's commands "
+        "(DIR/round_K/commands.sh) or, when the ranking is done, the report (--out given "
+        "when planning, else DIR/report). The settings are the plan's: give no models, "
+        "tasks or round options",
+    )
+    cluster.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="with --resume: rank without the models whose output is missing or wrong "
+        "(reported as failed, as a model whose in-process run fails) instead of stopping",
+    )
     add_out(parser, "folder for ranking.json, ranking.md and rank_intervals.png")
     parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
     add_seed(parser)
@@ -330,8 +360,14 @@ def replay_check(ranking: Any, truth: dict[str, float], tiers: Any) -> dict[str,
 def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..rank import run_rounds
-    from ..rank.report import check_report_folder, payload, write_report
+    from ..rank.report import check_report_folder
 
+    if args.plan_round or args.resume:
+        from .rank_cluster import run_cluster
+
+        return run_cluster(args)
+    if args.skip_missing:
+        raise InputError("--skip-missing goes with --resume DIR (cluster rounds)")
     live = bool(args.model_args or args.model_args_file)
     if live == bool(args.responses):
         raise InputError("give either --responses (replay) or --model_args/--model-args-file")
@@ -341,12 +377,41 @@ def run(args: argparse.Namespace) -> int:
     truth = info.pop("truth", None)
     options = _options(args)
     ranking = run_rounds(evaluator, models, options)
-    document = payload(ranking, {**info, "level_caps": options.level_caps}, args.full_items)
+    report(
+        ranking,
+        info,
+        options,
+        out=args.out,
+        overwrite=args.overwrite,
+        full_items=args.full_items,
+        no_plots=args.no_plots,
+        truth=truth,
+    )
+    return 0
+
+
+def report(
+    ranking: Any,
+    info: dict[str, Any],
+    options: Any,
+    *,
+    out: str | None,
+    overwrite: bool,
+    full_items: int | None,
+    no_plots: bool,
+    truth: dict[str, float] | None = None,
+) -> dict[str, str]:
+    """Write the report files into ``out`` (when given) and print the summary: one place for
+    the in-process ranking and the last ``--resume`` of a cluster one, so both report alike."""
+    from ..rank.report import payload, write_report
+
+    document = payload(ranking, {**info, "level_caps": options.level_caps}, full_items)
     if truth is not None:
         document["replay_check"] = replay_check(ranking, truth, ranking.tiers)
     written: dict[str, str] = {}
-    if args.out:
-        written = write_report(args.out, document, _png(args, document), overwrite=args.overwrite)
+    if out:
+        png = _png(argparse.Namespace(no_plots=no_plots), document)
+        written = write_report(out, document, png, overwrite=overwrite)
     printed = {
         "cost": document["cost"],
         "tier_rule": ranking.tier_rule,
@@ -357,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
     if "replay_check" in document:  # a replay says how far it agrees with the truth
         printed["replay_check"] = document["replay_check"]
     print_json(printed)
-    return 0
+    return written
 
 
 def _png(args: argparse.Namespace, document: dict[str, Any]) -> bytes | None:

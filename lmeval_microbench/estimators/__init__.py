@@ -6,7 +6,7 @@ import difflib
 from typing import Any
 
 from ..errors import InputError
-from .anchor import AnchorEstimator
+from .anchor import AnchorEstimator, AnchorSumEstimator
 from .base import ScoreEstimator
 from .calibrated import CalibratedEstimator
 from .guarded import GuardedEstimator
@@ -19,6 +19,7 @@ ESTIMATORS: dict[str, type[ScoreEstimator]] = {
     for cls in (
         MeanEstimator,
         AnchorEstimator,
+        AnchorSumEstimator,
         IRTEstimator,
         PIRTEstimator,
         GPIRTEstimator,
@@ -50,10 +51,20 @@ def estimator_from_state(state: dict[str, Any]) -> ScoreEstimator:
     return ScoreEstimator.from_state(state)
 
 
+def needs_irt(estimator: str) -> bool:
+    """Whether an estimator uses item parameters (then the shared IRT fit is passed to it).
+
+    Beside the registry, not in ``reliability/``: ranking replays (``rank/replay.py``) ask it
+    too, and ``rank/`` must not import ``reliability/``, which imports ``rank/``.
+    """
+    return "irt_model" in make_estimator(estimator).get_params()
+
+
 __all__ = [
     "DEFAULT_ESTIMATOR",
     "ESTIMATORS",
     "AnchorEstimator",
+    "AnchorSumEstimator",
     "CalibratedEstimator",
     "GPIRTEstimator",
     "GuardedEstimator",
@@ -65,4 +76,5 @@ __all__ = [
     "ScoreEstimator",
     "estimator_from_state",
     "make_estimator",
+    "needs_irt",
 ]

@@ -11,19 +11,18 @@ Every estimator has two learned stages, both fitted on the source models only:
    items, which are often a hand-picked part of the benchmark (the Open LLM Leaderboard
    matrices keep 100-250 informative items of 1,000-14,000), so their mean is not the full
    score; the line corrects the level and spread. ``calibration="none"`` skips it when the
-   target is the matrix mean itself.
+   target is the matrix mean itself (on a whole benchmark a full-score feature is then read
+   as the mean over the items not asked, ``FinitePopulation.rest_features``).
 
-Intervals are cross-conformal (see ``_conformal``): the head is refitted ``n_folds`` times
-without one fold of source models, predicts that fold, and the scaled held-out residuals give
-the interval half-width. The feature map is not refitted per fold (for IRT estimators that
-would mean K extra IRT fits); with thousands of source models the optimism this leaves is
-small, and ``tools/eval_estimators.py`` measures coverage on models the fit never saw.
+Intervals are cross-conformal (``.._conformal``): the head is refitted ``n_folds`` times
+without one fold of source models, and the scaled held-out residuals give the half-width. The
+feature map is not refitted per fold (IRT: K extra fits); with thousands of source models the
+optimism is small, and ``tools/eval_estimators.py`` measures coverage on unseen models.
 
-Small matrices (a dozen models evaluated on every item of a benchmark) are fitted too, down to
-``MIN_SOURCE_MODELS``: below ``MIN_CALIBRATION_MODELS`` a line fitted on the few models would
-add more noise than it removes, so ``calibration="linear"`` falls back to ``"none"`` (with a
-warning), but only where that is right, i.e. where the target *is* the mean over the source
-matrix items; the conformal residuals are then leave-one-model-out.
+Small matrices (a dozen models, every item) are fitted down to ``MIN_SOURCE_MODELS``: below
+``MIN_CALIBRATION_MODELS`` a line on the few models adds more noise than it removes, so
+``calibration="linear"`` falls back to ``"none"`` (with a warning) where the target *is* the
+mean over the matrix items; the conformal residuals are then leave-one-model-out.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
 from .._rng import as_generator
 from .._text import preview as _preview
 from .._types import Estimate, ItemId
@@ -45,7 +45,6 @@ from ..errors import InputError, ItemMismatchError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
-from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
 from .finite import FinitePopulation
 from .missing import fit_inflation, inflation_state, predict_with_imputation
 
@@ -118,7 +117,7 @@ class ScoreEstimator(ABC):
         source models; ``"none"``: the raw estimate is the prediction.
     interval
         Residual scale of the conformal interval: ``"binned"`` (default), ``"binomial"`` or
-        ``"constant"`` (see ``_conformal``).
+        ``"constant"`` (see ``lmeval_microbench._conformal``).
     n_folds
         Folds of source models for the cross-fitted residuals.
     random_state
@@ -133,8 +132,9 @@ class ScoreEstimator(ABC):
     missing_inflation_: dict[str, list[float]] | None = None
     """How much the imputation spread understates its error (:meth:`calibrate_missing`)."""
     finite_: FinitePopulation | None = None
-    """The benchmark's items when the target is the mean over every source item (a whole
-    benchmark), else None: see :meth:`predict_rows`."""
+    """The benchmark when the target is the mean over all source items; see predict_rows."""
+    features_estimate_full_score: ClassVar[bool] = False
+    """Whether the first feature is a full-score estimate (a subset mean, an anchor sum)."""
 
     def __init__(
         self,
@@ -275,8 +275,8 @@ class ScoreEstimator(ABC):
         if usable.sum() < MIN_CALIBRATION_MODELS and self.calibration == "linear":
             self._drop_calibration(source, usable, target)
         self._fit_features(source, subset, irt)
-        features, _ = self._features(values[usable])
         self.finite_ = FinitePopulation.detect(source, usable, target, len(self.item_ids_))
+        features, _ = self._head_features(values[usable])
         y = self._rest_target(values[usable], target[usable])
         cv_prediction = self._cross_fit(features, y)
         if cross_fit is not None:
@@ -294,6 +294,13 @@ class ScoreEstimator(ABC):
         self.n_source_: int = int(usable.sum())
         self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y))) * self._rest_share()
         return self
+
+    def _head_features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        features, feature_se = self._features(values)
+        raw = self.calibration == "none" and self.features_estimate_full_score
+        if self.finite_ is None or not raw:
+            return features, feature_se
+        return self.finite_.rest_features(values, features, feature_se)
 
     def _rest_share(self) -> float:
         """Share of the benchmark an estimate still has to estimate (1 unless finite)."""
@@ -376,7 +383,7 @@ class ScoreEstimator(ABC):
     def _predict(
         self, values: np.ndarray, level: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        features, feature_se = self._features(values)
+        features, feature_se = self._head_features(values)
         value = np.clip(self._predict_head(self.head_, features), 0.0, 1.0)
         half = self.band_.half_width(value, level)
         se = self._head_se(self.head_, features, feature_se)

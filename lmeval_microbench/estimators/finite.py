@@ -55,6 +55,21 @@ class FinitePopulation:
         known = values.sum(axis=1)
         return np.clip((known + (self.n_items - self.n_subset) * rest) / self.n_items, 0.0, 1.0)
 
+    def rest_features(
+        self, values: np.ndarray, features: np.ndarray, feature_se: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A first feature that estimates the full score -> the estimate of the rest's mean.
+
+        Without a calibration line the feature *is* the estimate, and the head predicts the
+        mean over the items outside the subset; read as that mean directly, a weighted anchor
+        sum counted the asked items twice (cluster weights of 1/N and 12/N became
+        (N - k)/N each).
+        """
+        features, feature_se = features.copy(), feature_se.copy()
+        features[:, 0] = self.rest(values, features[:, 0])
+        feature_se[:, 0] = feature_se[:, 0] / self.rest_share
+        return features, feature_se
+
     def to_state(self) -> list[int]:
         return [self.n_items, self.n_subset]
 

@@ -24,6 +24,7 @@ class MeanEstimator(ScoreEstimator):
     """
 
     name = "mean"
+    features_estimate_full_score = True
 
     def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
         """Nothing to learn: the feature is the plain mean."""

@@ -24,17 +24,31 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.stats import norm
 
+from .._types import ItemId
 from ..errors import InputError
 from ..irt import posterior_draws
 from ..irt.params import ItemParams
 
-if TYPE_CHECKING:
-    from .base import ScoreEstimator
+
+class Imputable(Protocol):
+    """What imputation reads of a fitted estimator (:class:`.base.ScoreEstimator` is one).
+
+    A protocol, not that class: the base class imports this module to impute, so naming the
+    class here would make the two modules import each other.
+    """
+
+    item_ids_: tuple[ItemId, ...]
+    missing_inflation_: dict[str, list[float]] | None
+
+    def predict_rows(
+        self, values: np.ndarray, level: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
 
 CALIBRATION_FRACTIONS = (0.1, 0.5, 0.9)
 """Shares of the subset kept when the inflation of the imputation spread is measured."""
@@ -72,7 +86,7 @@ def impute_rows(
 
 
 def _imputed_draws(
-    estimator: ScoreEstimator, params: ItemParams, values: np.ndarray, level: float, n_draws: int
+    estimator: Imputable, params: ItemParams, values: np.ndarray, level: float, n_draws: int
 ) -> list[np.ndarray]:
     """The estimator's ``(value, lower, upper, se)`` on each draw: arrays (m, n_draws)."""
     item_ids = tuple(estimator.item_ids_)
@@ -83,7 +97,7 @@ def _imputed_draws(
 
 
 def predict_with_imputation(
-    estimator: ScoreEstimator,
+    estimator: Imputable,
     params: ItemParams,
     values: np.ndarray,
     level: float,
@@ -169,7 +183,7 @@ def inflation_of(inflation: dict[str, list[float]] | None, values: np.ndarray) -
 
 
 def fit_inflation(
-    estimator: ScoreEstimator, params: ItemParams, values: np.ndarray, seed: int = 0
+    estimator: Imputable, params: ItemParams, values: np.ndarray, seed: int = 0
 ) -> dict[str, list[float]]:
     """Factor by which the spread of the draws understates the imputation error, per share kept.
 

@@ -44,8 +44,8 @@ items strong models all get right (greedy items chosen on weaker models) carries
 information about how much stronger they are: no estimator recovers that.
 
 Intervals are conformal on the exact leave-one-out residuals of the source models (no K-fold
-refits), with the residual scale of ``interval`` (see ``_conformal``). There is no model-based
-``se``: it is NaN.
+refits), with the residual scale of ``interval`` (see ``lmeval_microbench._conformal``). There
+is no model-based ``se``: it is NaN.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ from typing import Any
 
 import numpy as np
 
+from .._conformal import ConformalBand
 from .._rng import as_generator
 from ..errors import InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection.base import Subset
-from ._conformal import ConformalBand
 from .anchor import anchor_sum
 from .base import ScoreEstimator, fit_line
 

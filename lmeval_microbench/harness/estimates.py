@@ -28,11 +28,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._conformal import check_level
 from .._types import Estimate, ItemId, MaybeEstimated
 from ..bundle import Bundle
 from ..errors import BundleError, InputError, ItemMismatchError, one_line, own_warning
 from ..estimators import ESTIMATORS
-from ..estimators._conformal import check_level
 from ..estimators.base import ScoreEstimator, checked_score
 from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator

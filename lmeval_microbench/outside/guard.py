@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from .._conformal import conformal_quantile
 from ..errors import InputError
-from ..estimators._conformal import conformal_quantile
 from .readings.base import se_floor
 
 W_MIN = 0.05

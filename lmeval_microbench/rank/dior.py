@@ -11,6 +11,7 @@ the average one. A decision with high mean agreement but a heavy lower tail gets
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -34,9 +35,21 @@ def top_k_agreement(estimate: np.ndarray, truth: np.ndarray, k: int) -> float:
     return len(top_true & top_estimate) / k
 
 
-def ranking_tau(estimate: np.ndarray, truth: np.ndarray) -> float:
-    """Kendall's tau-b between two score vectors (NaN when one is constant)."""
+def kendall_tau(estimate: np.ndarray, truth: np.ndarray) -> float:
+    """Kendall's tau-b of estimates vs truths; NaN for fewer than 2 models or constant input.
+
+    The one Kendall tau of the package (ranking rounds, DIoR and the reliability metrics). The
+    NaN cases are answered here, before scipy, which would warn on fewer than 2 models.
+    """
+    estimate = np.asarray(estimate, dtype=np.float64)
+    truth = np.asarray(truth, dtype=np.float64)
+    if estimate.size < 2 or np.ptp(estimate) == 0 or np.ptp(truth) == 0:
+        return math.nan
     return float(kendalltau(estimate, truth).statistic)
+
+
+ranking_tau = kendall_tau
+"""The name ``rank`` exported before the two wrappers became one (kept for callers)."""
 
 
 def dior(values: Iterable[float], level: float = DIOR_LEVEL) -> float:
@@ -88,7 +101,7 @@ def decision_impact(
     if not draws:
         raise InputError("DIoR needs at least one draw")
     k = min(k, min(np.asarray(t).size for _, t in draws))
-    taus = [ranking_tau(e, t) for e, t in draws]
+    taus = [kendall_tau(e, t) for e, t in draws]
     tops = [top_k_agreement(e, t, k) for e, t in draws]
     return DIoR(
         draws=len(draws),

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .dior import ranking_tau, top_k_agreement
+from .dior import kendall_tau, top_k_agreement
 from .intervals import point_ranks
 from .tiers import FLASH_HELM_TIERS, Tier, parse_tiers, tier_index
 
@@ -48,7 +48,7 @@ def ranking_quality(
     estimated = point_ranks(estimate)
     covered = (low <= actual) & (actual <= high)
     return {
-        "kendall_tau": ranking_tau(estimate, true_scores),
+        "kendall_tau": kendall_tau(estimate, true_scores),
         f"top{k}": top_k_agreement(estimate, true_scores, min(k, len(rows))),
         "rank_coverage": float(covered.mean()),
         "rank_width": float(np.mean(high - low + 1)),

@@ -31,12 +31,14 @@ ALLOW_MISSING = {"microbench_allow_missing": True}
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """A leaf task: its document count, bundle and version."""
+    """A leaf task: its document count, bundle, version and the item id of each document
+    (by document index: what a run read back elsewhere is checked against, see ``cluster``)."""
 
     name: str
     n_docs: int
     bundle: Bundle
     version: Any
+    item_ids: tuple[str | None, ...] = ()
 
 
 def leaf_tasks(task_dict: Mapping[Any, Any]) -> dict[str, Any]:
@@ -62,9 +64,9 @@ def load_tasks(tasks: Sequence[str], include_path: str | os.PathLike[str]) -> tu
         bundle_name = (task.config.metadata or {}).get("bundle")
         if bundle_name is None:
             raise InputError(f"task {name!r} is not a micro task (no bundle in its metadata)")
-        infos[name] = TaskInfo(
-            name, len(task.eval_docs), registered_bundle(bundle_name), task.VERSION
-        )
+        docs = task.eval_docs
+        ids = tuple(None if d.get("item_id") is None else str(d["item_id"]) for d in docs)
+        infos[name] = TaskInfo(name, len(docs), registered_bundle(bundle_name), task.VERSION, ids)
     return manager, infos
 
 

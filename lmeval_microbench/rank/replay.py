@@ -16,13 +16,13 @@ import numpy as np
 from .._rng import spawn
 from ..build import fit_source_irt
 from ..errors import InputError
-from ..estimators import make_estimator
+from ..estimators import make_estimator, needs_irt
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
-from ..reliability import complete_models, needs_irt
 from ..responses import ResponseMatrix
 from ..selection import make_selector
 from ..selection.base import Subset
+from ..truth import complete_models
 from .rounds import LEVEL, Evaluated, Scored
 
 

@@ -7,7 +7,9 @@ than the resolution of the finest tier it reaches and it is below that tier's le
 resolved or at its cap, or when the item budget cannot pay for the next promotion. Levels
 are nested (each holds the items of the one before), so a promotion costs only the new
 items. Who scores the items is an :class:`Evaluator`: a replay over a
-response matrix (:mod:`.replay`) or lm-eval runs (:mod:`.live`).
+response matrix (:mod:`.replay`), lm-eval runs (:mod:`.live`), or lm-eval commands that a
+scheduler runs between two invocations (:mod:`.cluster`, told each round whole by
+:func:`announce_round`).
 
 Which tiers judge the rank intervals depends on the population (:func:`.tiers.tiers_for`):
 up to 10 models under the default tiers the models are ranked pairwise (resolved only at a
@@ -57,6 +59,18 @@ class Evaluator(Protocol):
     levels: tuple[int, ...]
 
     def evaluate(self, models: Sequence[str], level: int) -> Evaluated: ...
+
+
+def announce_round(evaluator: Evaluator, batches: Mapping[int, Sequence[str]]) -> None:
+    """Tell the evaluator a whole round (``target level -> models``) before any batch of it.
+
+    An evaluator whose models run elsewhere (:mod:`.cluster`: one lm-eval command per model,
+    on any scheduler) needs every run of a round at once, and stops the rounds there by
+    raising; the other evaluators have no ``start_round`` and are not asked.
+    """
+    start_round = getattr(evaluator, "start_round", None)
+    if start_round is not None:
+        start_round({level: list(models) for level, models in batches.items()})
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,7 @@ def _first_round(evaluator: Evaluator, models: list[str], options: RoundOptions)
             f"the first round alone needs {first_cost} items ({len(models)} models x "
             f"{evaluator.levels[0]}); --max-items is {options.max_items}"
         )
+    announce_round(evaluator, {0: models})
     return evaluator.evaluate(models, 0)
 
 
@@ -265,8 +280,12 @@ def run_rounds(evaluator: Evaluator, models: Sequence[str], options: RoundOption
         if not chosen:
             reason = _stop_reason(open_, level_of, cap_of, pairwise)
             break
-        for target in sorted({level_of[m] + 1 for m in chosen}):
-            batch = [m for m in chosen if level_of[m] + 1 == target]
+        batches = {
+            target: [m for m in chosen if level_of[m] + 1 == target]
+            for target in sorted({level_of[m] + 1 for m in chosen})
+        }
+        announce_round(evaluator, batches)
+        for target, batch in batches.items():
             spent += sum(levels[target] - levels[level_of[m]] for m in batch)
             _merge(evaluator.evaluate(batch, target), batch, target, scores, level_of, failures)
     rows = _rank_rows(names, ranks, scores, level_of, tiers, levels, cap_of, failures)

@@ -20,10 +20,10 @@ per method x budget x repeat and every estimator is fitted on that same subset.
 The package follows the data flow: :mod:`.splits` (protocols: models -> source/target
 splits), :mod:`.plan` (what to evaluate, its defaults and checks), :mod:`.evaluate` (per split:
 selection, fits, estimates; the shared IRT fit), :mod:`.metrics` (pooled estimates -> the
-metrics below), :mod:`.report` (strict JSON, markdown), and for the leaderboard benchmark of
-``tools/bench_reliability.py`` :mod:`.leaderboard` (reading the matrices and their truths),
-:mod:`.baselines` (ridge and metabench anchors) and :mod:`.defaults` (choosing each
-benchmark's shipped recipe).
+metrics below) and :mod:`.report` (strict JSON, markdown). The leaderboard benchmark of
+``tools/bench_reliability.py`` (its matrices and truths, the ridge and metabench anchors, the
+choice of each benchmark's shipped recipe) lives beside it in ``tools/leaderboard_*.py``: only
+the tools use it.
 
 Metrics, per method x estimator x budget x protocol, pooled over repeats (score points =
 percent of the full benchmark):
@@ -50,6 +50,8 @@ repeat; for ``loo`` every model), ``items`` (items estimated from), ``repeats``,
 
 from __future__ import annotations
 
+from ..estimators import needs_irt
+from ..truth import complete_models
 from .evaluate import (
     BLAS_THREADS,
     LEVEL,
@@ -60,7 +62,6 @@ from .evaluate import (
     checked_inputs,
     evaluate_plan,
     evaluate_split,
-    needs_irt,
     run_info,
     run_reliability,
     select_items,
@@ -119,7 +120,6 @@ from .splits import (
     Split,
     check_holdout,
     check_truth,
-    complete_models,
     extrapolation_splits,
     holdout_splits,
     loo_splits,

@@ -29,11 +29,12 @@ from tqdm.auto import tqdm
 from ..adaptive.evaluate import estimate_targets
 from ..build import fit_source_irt
 from ..errors import ConvergenceWarning, InputError
-from ..estimators import ESTIMATORS, make_estimator
+from ..estimators import ESTIMATORS, make_estimator, needs_irt
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS, make_selector
 from ..selection.base import Selector, Subset
+from ..truth import complete_models
 from .metrics import ResultPool, summarise
 from .plan import (
     ADAPTIVE,
@@ -51,7 +52,6 @@ from .splits import (
     Split,
     check_holdout,
     check_truth,
-    complete_models,
     n_splits,
     protocol_splits,
 )
@@ -73,11 +73,6 @@ def select_items(selector: Selector, split: Split, budget: int) -> Subset:
             split.source, budget, seed=split.selection_seed, target=split.source_truth
         )
     return selector.select(split.source, budget, seed=split.selection_seed)
-
-
-def needs_irt(estimator: str) -> bool:
-    """Whether an estimator uses item parameters (then the shared IRT fit is passed to it)."""
-    return "irt_model" in make_estimator(estimator).get_params()
 
 
 @dataclass

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from ..errors import InputError
-from ..rank.dior import decision_impact
+from ..rank.dior import decision_impact, kendall_tau
 
 MDAD_BIN_WIDTH = 0.5
 MDAD_AGREEMENT = 0.8
@@ -173,15 +172,6 @@ def mdad_status(value: float) -> str:
     if math.isfinite(value):
         return "ok"
     return "never" if value > 0 else "too_few_pairs"
-
-
-def kendall_tau(estimate: np.ndarray, truth: np.ndarray) -> float:
-    """Kendall's tau-b of estimates vs truths; NaN for fewer than 2 models or constant input."""
-    estimate = np.asarray(estimate, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.float64)
-    if estimate.size < 2 or np.ptp(estimate) == 0 or np.ptp(truth) == 0:
-        return math.nan
-    return float(kendalltau(estimate, truth).statistic)
 
 
 def interval_coverage(truth: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> float:

@@ -1,24 +1,20 @@
 """Protocols: how the models are divided into source and target models, split by split.
 
-Also the input checks that come before any split: truths must be fractions for every model,
-and models with a missing response are left out (the estimators need every subset score).
+Also the input checks that come before any split: truths must be fractions for every model
+(models with a missing response are left out before, by ``truth.complete_models``).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .._rng import SeedLike, spawn
 from ..errors import InputError
 from ..responses import ResponseMatrix
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 PROTOCOLS = ("random", "extrapolation", "holdout", "loo")
 TARGET_SHARE = 0.2
@@ -208,11 +204,25 @@ def split_sizes(protocol: str, n_models: int, n_holdout: int = 0) -> tuple[int, 
     return n_models, n_holdout
 
 
+class SplitPlan(Protocol):
+    """What :func:`protocol_splits` reads of a plan (:class:`.plan.Plan` is one).
+
+    A protocol, not that class: the plan module checks plans against :data:`PROTOCOLS` and
+    :func:`split_sizes` here, so naming the class here would make the two import each other.
+    """
+
+    @property
+    def repeats(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
 def protocol_splits(
     protocol: str,
     matrix: ResponseMatrix,
     truth: np.ndarray,
-    plan: Plan,
+    plan: SplitPlan,
     holdout: ResponseMatrix | None,
     holdout_truth: np.ndarray | None,
 ) -> Iterator[Split]:
@@ -232,22 +242,6 @@ def protocol_splits(
 def n_splits(protocol: str, n_models: int, repeats: int) -> int:
     """How many splits :func:`protocol_splits` yields: the length of the progress bar."""
     return repeats * (n_models if protocol == "loo" else 1)
-
-
-def complete_models(matrix: ResponseMatrix, truth: np.ndarray) -> tuple[ResponseMatrix, np.ndarray]:
-    """Drop models with a missing response (estimators need every subset score), with a warning."""
-    complete = ~np.isnan(matrix.values).any(axis=1)
-    if complete.all():
-        return matrix, truth
-    if not complete.any():
-        raise InputError(f"{matrix.source}: every model has missing responses")
-    warnings.warn(
-        f"{matrix.source}: {int((~complete).sum())} of {matrix.n_models} models have missing "
-        "responses and are left out",
-        stacklevel=3,
-    )
-    keep = [m for m, ok in zip(matrix.model_ids, complete, strict=True) if ok]
-    return matrix.select_models(keep), np.asarray(truth)[complete]
 
 
 def check_truth(truth: np.ndarray, matrix: ResponseMatrix, what: str) -> np.ndarray:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from .._conformal import check_level
 from .._types import Estimate, ModelId
 from ..adaptive.pool import ADAPTIVE, estimate_pool, is_pool, pool_state
 from ..bundle import Bundle
@@ -44,7 +45,6 @@ from ..collect import (
     preview,
 )
 from ..errors import InputError, ReconstructionWarning, one_line, own_warning
-from ..estimators._conformal import check_level
 from ..personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
 from ..reconstruct import bundle_estimator
 from .bundles import BundleIndex

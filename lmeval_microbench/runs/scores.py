@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .._conformal import check_level
 from .._types import ItemId, ModelId
 from ..benchmarks import recorded_settings, settings_warning, shipped
 from ..bundle import verify_items
 from ..collect import Record, SamplesRun, ScoreOptions, preview, scores_from_records
 from ..errors import InputError, ItemMismatchError
-from ..estimators._conformal import check_level
 from .bundles import note, version_text
 from .match import LoggedSamples, RunMatch, check_foreign_content
 

@@ -11,8 +11,15 @@ import numpy as np
 
 from .._rng import SeedLike, as_generator
 from ..responses import ResponseMatrix
+from ._pam import pam_swap
 from .base import Selector, Subset
 from .random import _seed_value
+
+PAM_MAX_ITEMS = 2000
+"""Above this many items the k-means medoids are kept as they are: each swap step costs
+``O(n^2 k)``, and the ``n x n`` distances grow past a laptop's memory not far beyond."""
+MAX_SWAPS_PER_MEDOID = 4
+"""Swap steps allowed per medoid (real matrices needed under one per medoid)."""
 
 
 def standardised_item_profiles(source: ResponseMatrix) -> np.ndarray:
@@ -115,6 +122,27 @@ def cluster_representatives(
     return picked, sizes / sizes.sum()
 
 
+def correlation_distances(points: np.ndarray) -> np.ndarray:
+    """``1 - r`` between standardised rows (a constant item correlates 0 with every other)."""
+    distances = 1.0 - points @ points.T / max(points.shape[1], 1)
+    np.fill_diagonal(distances, 0.0)
+    return np.clip(distances, 0.0, 2.0)
+
+
+def swap_medoids(points: np.ndarray, medoids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PAM swaps on correlation distance from the k-means medoids, then cluster shares.
+
+    An item that nothing else resembles must stand for itself, and a k-means medoid (the
+    member nearest a centre) rarely does: on the v1 MMLU matrix (102 items, 50 anchors, the
+    strongest fifth estimated from the rest) the weighted anchor sum erred by 1.67 points
+    on k-means medoids and by 0.34-0.5 after swaps, as benchpred's k-medoids does.
+    """
+    distances = correlation_distances(points)
+    picked = pam_swap(distances, medoids, max_swaps=MAX_SWAPS_PER_MEDOID * medoids.size)
+    sizes = np.bincount(np.argmin(distances[:, picked], axis=1), minlength=picked.size)
+    return picked, sizes / sizes.sum()
+
+
 def _fill_farthest(points: np.ndarray, picked: np.ndarray, budget: int) -> np.ndarray:
     """Add the row farthest from all picked rows until there are ``budget`` (ties: lowest row)."""
     chosen = list(int(k) for k in picked)
@@ -129,7 +157,8 @@ def _fill_farthest(points: np.ndarray, picked: np.ndarray, budget: int) -> np.nd
 
 
 class AnchorPointsSelector(Selector):
-    """k-means on correlation profiles of items; medoids weighted by cluster size."""
+    """k-means on correlation profiles of items, then PAM swaps on correlation distance;
+    medoids weighted by cluster size."""
 
     name = "anchor_points"
 
@@ -143,6 +172,8 @@ class AnchorPointsSelector(Selector):
         medoids, shares = cluster_representatives(
             points, budget, rng, n_init=self.n_init, max_iter=self.max_iter
         )
+        if points.shape[0] <= PAM_MAX_ITEMS:
+            medoids, shares = swap_medoids(points, medoids)
         order = np.argsort(medoids)
         return Subset(
             tuple(source.item_ids[m] for m in medoids[order]),

@@ -11,9 +11,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..estimators import ESTIMATORS
-from .baselines import RIDGE
-from .plan import ADAPTIVE, ALL, Budget, budget_sort_key
+from leaderboard_baselines import RIDGE
+
+from lmeval_microbench.estimators import ESTIMATORS
+from lmeval_microbench.reliability.plan import ADAPTIVE, ALL, Budget, budget_sort_key
 
 TARGET_MAE_ALL = 1.0
 TARGET_MAE_50 = 1.5

@@ -10,8 +10,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .baselines import RIDGE
-from .defaults import (
+from leaderboard_baselines import RIDGE
+from leaderboard_bench import OPENLLM
+from leaderboard_defaults import (
     DEFAULTS_RULE,
     MDAD_BASELINE,
     TARGET_BUDGET,
@@ -19,9 +20,9 @@ from .defaults import (
     TARGET_MAE_ALL,
     pick,
 )
-from .leaderboard import OPENLLM
-from .plan import ALL
-from .report import markdown_table
+
+from lmeval_microbench.reliability.plan import ALL
+from lmeval_microbench.reliability.report import markdown_table
 
 
 def _num(value: Any, fmt: str = ".2f") -> str:

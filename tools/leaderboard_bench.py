@@ -19,18 +19,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from leaderboard_baselines import RIDGE, RIDGE_SUBSET, read_table, ridge_on_split
 from tqdm import tqdm
 
-from ..benchmarks import SUITES
-from ..errors import InputError
-from ..estimators import DEFAULT_ESTIMATOR, ESTIMATORS
-from ..responses import ResponseMatrix
-from ..selection import SELECTORS
-from .baselines import RIDGE, RIDGE_SUBSET, read_table, ridge_on_split
-from .evaluate import IRTCache, evaluate_split, needs_irt, sort_records
-from .metrics import ResultPool, summarise
-from .plan import ALL, Budget, Plan
-from .splits import Split, extrapolation_splits, loo_splits, random_splits
+from lmeval_microbench.benchmarks import SUITES
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, needs_irt
+from lmeval_microbench.reliability.evaluate import IRTCache, evaluate_split, sort_records
+from lmeval_microbench.reliability.metrics import ResultPool, summarise
+from lmeval_microbench.reliability.plan import ALL, Budget, Plan
+from lmeval_microbench.reliability.splits import (
+    Split,
+    extrapolation_splits,
+    loo_splits,
+    random_splits,
+)
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.selection import SELECTORS
 
 OPENLLM = tuple(sorted(SUITES["openllm_v1"].benchmarks))
 PSN_BLOCKS = {"psn_mmlu": "MMLU", "psn_bbh": "BBH"}

@@ -1,9 +1,10 @@
 """A random-weights GPT-2 saved locally: a real lm-eval ``hf`` model without any download.
 
 Tests run lm-eval end to end with it (multiple-choice and generative tasks, adaptive runs,
-ranking), and ``tools/bench_personfit.py`` uses a few of them as models that answer at random.
-Byte-level tokens need no vocabulary file, so nothing is fetched; torch, tokenizers and
-transformers come with lm-eval's ``hf`` backend.
+ranking), and ``tools/bench_personfit.py``, ``bench_random_weights.py`` and ``bench_inloop.py``
+use it as a model that answers at random (they put ``tests/`` on ``sys.path``). It lives here,
+not in the package: no package code runs it. Byte-level tokens need no vocabulary file, so
+nothing is fetched; torch, tokenizers and transformers come with lm-eval's ``hf`` backend.
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._rng import spawn
-from ..errors import InputError
-from ..selection import make_selector
-from .metrics import ResultPool
-from .plan import ALL, Budget
-from .splits import Split
+from lmeval_microbench._rng import spawn
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.reliability.metrics import ResultPool
+from lmeval_microbench.reliability.plan import ALL, Budget
+from lmeval_microbench.reliability.splits import Split
+from lmeval_microbench.selection import make_selector
 
 RIDGE = "ridge_items"
 """Estimator label of the ridge baseline rows (not a registered estimator)."""

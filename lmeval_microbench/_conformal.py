@@ -39,6 +39,11 @@ of the source models' cross-fitted predictions: the shape of a regression predic
 
 A band stored without these fields (older bundles) loads and gives the same intervals as
 before, and ``fit_band(..., conditional=False)`` fits that one-quantile band for comparisons.
+
+A leaf of the package (it imports only :mod:`.errors`), not part of ``estimators/``: the
+estimators, the joint estimator, adaptive pools, the readers of runs and the guards of
+``outside/`` all use it, and ``outside/`` must not import the estimators package, whose
+guarded estimator imports ``outside/`` (that cycle broke ``import lmeval_microbench.outside``).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from .errors import InputError
 
 SCALE_MODES = ("constant", "binomial", "binned")
 MIN_PER_REGION = 50
