@@ -19,7 +19,7 @@ from ._text import preview as _preview
 from .errors import InputError
 from .estimators.base import MIN_SOURCE_MODELS
 from .responses import ResponseMatrix
-from .selection.base import Subset
+from .subset import Subset
 
 AVERAGE = "average"
 """Name of the output that estimates the mean of the benchmark scores (leaderboard average)."""

@@ -54,7 +54,7 @@ from .estimators.base import checked_score, fold_labels
 from .irt import IRTModel, estimate_abilities
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
-from .selection.base import Subset
+from .subset import Subset
 
 FEATURE_SETS = ("estimates", "items", "mirt")
 STATE_VERSION = 1

@@ -25,7 +25,7 @@ from ..estimators import estimator_from_state
 from ..irt.params import ItemParams
 from ..personfit import build_spec, check_estimate, fit_record
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .estimation import GridPosterior
 from .scoring import ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector

@@ -48,7 +48,7 @@ from ..estimators import make_estimator
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .estimation import IMPUTATIONS, impute
 
 LEVELS = (0.8, 0.9, 0.95)

@@ -31,7 +31,7 @@ from ..outside.folds import extrapolation_folds
 from ..reliability import IRTCache, Split, needs_irt, select_items
 from ..responses import ResponseMatrix
 from ..selection import make_selector, select_with_audit
-from ..selection.base import Subset
+from ..subset import Subset
 
 LEVEL = 0.9
 RANDOM = "random"

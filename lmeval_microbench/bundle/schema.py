@@ -51,7 +51,7 @@ from .._types import ItemId
 from ..errors import BundleError, InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .fields import (
     DatasetCoordinates,
     EstimatorSpec,

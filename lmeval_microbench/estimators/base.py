@@ -44,7 +44,7 @@ from .._types import Estimate, ItemId
 from ..errors import InputError, ItemMismatchError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .finite import FinitePopulation
 from .missing import fit_inflation, inflation_state, predict_with_imputation
 

@@ -33,7 +33,7 @@ from ..outside import READINGS, GuardBand, SourceView, beyond_weight, guarded_in
 from ..outside.folds import score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .base import MIN_SOURCE_MODELS, STATE_VERSION, ScoreEstimator
 from .missing import inflation_state
 

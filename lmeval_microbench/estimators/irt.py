@@ -32,7 +32,7 @@ from ..errors import InputError, ItemMismatchError
 from ..irt import IRTModel, _math, estimate_abilities
 from ..irt.params import MODEL_TYPES, ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .anchor import anchor_se, anchor_sum
 from .base import ScoreEstimator, fit_line, fold_labels
 

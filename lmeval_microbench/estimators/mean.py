@@ -6,7 +6,7 @@ import numpy as np
 
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .base import ScoreEstimator
 
 

@@ -61,7 +61,7 @@ from .._rng import as_generator
 from ..errors import InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
-from ..selection.base import Subset
+from ..subset import Subset
 from .anchor import anchor_sum
 from .base import ScoreEstimator, fit_line
 

@@ -21,7 +21,7 @@ from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..selection import make_selector
-from ..selection.base import Subset
+from ..subset import Subset
 from ..truth import complete_models
 from .rounds import LEVEL, Evaluated, Scored
 

@@ -22,7 +22,7 @@ import numpy as np
 from ...errors import InputError
 from ...responses import ResponseMatrix
 from ...selection.audit import AUDIT_KEY
-from ...selection.base import Subset
+from ...subset import Subset
 
 if TYPE_CHECKING:
     from typing_extensions import Self
