@@ -306,3 +306,28 @@ def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
     failed = json.loads(done.stdout.strip().splitlines()[-1])
     first = "\n".join(f"{name}:\n{error}" for name, error in list(failed.items())[:3])
     assert not failed, f"{len(failed)} modules fail to import first ({sorted(failed)}):\n{first}"
+
+
+def lm_eval_importers(modules: dict[str, Path]) -> dict[str, list[int]]:
+    """Modules that import ``lm_eval`` anywhere (also inside functions), with the lines."""
+    found: dict[str, list[int]] = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                roots = [node.module.split(".")[0]]
+            else:
+                continue
+            if "lm_eval" in roots:
+                found.setdefault(name, []).append(node.lineno)
+    return found
+
+
+def test_only_harness_imports_lm_eval() -> None:
+    """What we rely on of lm-eval's API sits in ``harness/`` (``lmeval_api.py`` for code that
+    runs models); the rest of the package goes through it, lazily or not."""
+    importers = lm_eval_importers(package_modules())
+    outside = {n: lines for n, lines in importers.items() if not n.startswith(f"{PACKAGE}.harness")}
+    assert f"{PACKAGE}.harness.lmeval_api" in importers
+    assert not outside, f"lm_eval imported outside harness/: {outside}"

@@ -12,7 +12,6 @@ a multiple-choice loglikelihood or a gsm8k generation + filter is scored as in t
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 from .._io import canonical_json
 from .._types import ItemId
 from ..errors import InputError, MicrobenchError
+from ..harness import lmeval_api
 from ..harness.estimates import registered_bundle
 from ..harness.hooks import GSM8K_ANSWER
 from .engine import AdaptiveSession
@@ -76,9 +76,7 @@ def load_pool_task(name: str, include_path: str | Path) -> PoolTask:
 
 def _load_task(name: str, include_path: str | Path) -> Any:
     """The lm-eval task from the pool folder only (indexing lm-eval's own tasks takes long)."""
-    from lm_eval.tasks import TaskManager
-
-    manager = TaskManager(include_path=str(include_path), include_defaults=False)
+    manager = lmeval_api.task_manager(include_path=str(include_path), include_defaults=False)
     if name not in manager.all_tasks:
         raise InputError(f"no pool task {name!r} in {include_path}")
     task = manager.load([name])["tasks"].get(name)
@@ -146,8 +144,6 @@ def _answers(pool_task: PoolTask, items: Sequence[ItemId], wanted: list[int]) ->
 
 
 def _score(task: Any, doc: Any, doc_index: int, requests: list[Any], key: str) -> Answer:
-    from lm_eval.utils import handle_non_serializable, hash_string
-
     filtered = [req.filtered_resps[key] for req in requests]
     metrics = task.process_results(doc, filtered)
     metric = next(m for m in metrics if not m.startswith("estimate"))
@@ -163,11 +159,7 @@ def _score(task: Any, doc: Any, doc_index: int, requests: list[Any], key: str) -
         "filtered_resps": filtered,
         "filter": key,
         "metrics": list(metrics),
-        "doc_hash": hash_string(
-            json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False)
-        ),
-        "prompt_hash": hash_string(requests[0].arguments[0]),
-        "target_hash": hash_string(str(target)),
+        **lmeval_api.sample_hashes(doc, requests[0].arguments[0], str(target)),
         **metrics,
     }
     return Answer(str(doc["item_id"]), score, unparsed, sample)
@@ -200,12 +192,10 @@ def default_device(model: str, device: str | None, model_args: str = "") -> str 
 
 def make_lm(model: str, model_args: str, *, device: str | None, batch_size: str | None) -> Any:
     """The lm-eval model as ``lm-eval run`` makes it from the same four options."""
-    from lm_eval.api.registry import get_model
-
     extra = {"batch_size": batch_size, "device": default_device(model, device, model_args)}
     try:
-        return get_model(model).create_from_arg_string(
-            model_args, {k: v for k, v in extra.items() if v is not None}
+        return lmeval_api.model_from_args(
+            model, model_args, {k: v for k, v in extra.items() if v is not None}
         )
     except (OSError, ValueError, RuntimeError, AssertionError, KeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

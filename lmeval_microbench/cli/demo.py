@@ -108,14 +108,15 @@ def load_smollm2(batch_size: int = 1) -> Any:
     """SmolLM2-135M-Instruct as an lm-eval ``HFLM`` on the CPU (float32), offline."""
     args = smollm2_model_args()
     _offline()
+    from ..harness import lmeval_api
+
     try:
-        from lm_eval.models.huggingface import HFLM
+        return lmeval_api.hf_model(**args, device="cpu", batch_size=batch_size)
     except ImportError as exc:
         raise InputError(
             f"lm-eval's hf model cannot be imported ({exc}): pip install torch==2.13.0 "
             "transformers accelerate"
         ) from exc
-    return HFLM(**args, device="cpu", batch_size=batch_size)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -259,12 +260,11 @@ def chosen_tasks(text: str, gsm8k: bool) -> list[str]:
 # ---------------------------------------------------------------------------- model demo
 def evaluate_task(lm: Any, manager: Any, task: str, out: Path, model_args: str) -> float:
     """Run one task with samples logged as the lm-eval CLI writes them; returns seconds."""
-    import lm_eval
-    from lm_eval.loggers import EvaluationTracker
+    from ..harness import lmeval_api
 
-    tracker = EvaluationTracker(output_path=str(out))
+    tracker = lmeval_api.evaluation_tracker(str(out))
     started = time.perf_counter()
-    results = lm_eval.simple_evaluate(
+    results = lmeval_api.simple_evaluate(
         model=lm,
         model_args=model_args,
         tasks=[task],
@@ -310,9 +310,9 @@ def run_model(args: argparse.Namespace) -> int:
     lm = load_smollm2(args.batch_size)
     load_seconds = time.perf_counter() - started
     expected = _print_plan(lm, names)
-    from lm_eval.tasks import TaskManager
+    from ..harness import lmeval_api
 
-    manager = TaskManager(include_path=str(include_path()), include_defaults=False)
+    manager = lmeval_api.task_manager(include_path=str(include_path()), include_defaults=False)
     out = args.out or Path(tempfile.mkdtemp(prefix="microbench-demo-"))
     arg_text = ",".join(f"{k}={v}" for k, v in model_args.items())
     seconds: dict[str, float] = {}

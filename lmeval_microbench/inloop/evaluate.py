@@ -65,13 +65,12 @@ class InLoopResult:
 
 def task_manager(include_path: str | os.PathLike[str] | None = None) -> Any:
     """lm-eval's task index with the shipped micro tasks (and a user's folder)."""
-    from lm_eval.tasks import TaskManager
-
     from ..harness import include_path as shipped
+    from ..harness import lmeval_api
 
     paths = [str(shipped())] + ([str(include_path)] if include_path else [])
-    return TaskManager(include_path=paths, include_defaults=False)  # indexing lm-eval's own
-    # tasks takes seconds per call and none of them is a micro task
+    # indexing lm-eval's own tasks takes seconds per call and none of them is a micro task
+    return lmeval_api.task_manager(include_path=paths, include_defaults=False)
 
 
 def check_tasks(tasks: Sequence[str], include_path: str | os.PathLike[str] | None = None) -> Any:
@@ -130,16 +129,15 @@ def evaluate_model(
                                         output_dir="evals")
                 print(step, result.estimates["microbench_mmlu"].value)
     """
-    import lm_eval
-    from lm_eval.models.huggingface import HFLM
+    from ..harness import lmeval_api
 
     manager = manager or check_tasks(tasks, include_path)
     tokenizer = with_pad_token(tokenizer)
     started = time.perf_counter()
     with evaluating(model), environment_collected_once():
-        lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+        lm = lmeval_api.hf_model(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
         tracker = _tracker(output_dir, step)
-        results = lm_eval.simple_evaluate(
+        results = lmeval_api.simple_evaluate(
             model=lm,
             tasks=list(tasks),
             task_manager=manager,
@@ -172,8 +170,9 @@ def environment_collected_once() -> Iterator[None]:
     """lm-eval describes the environment in every result (``pip list`` and more in
     subprocesses: 1.6 s of a 5 s evaluation of a tiny model); a training run's environment
     does not change between evaluations, so it is collected on the first and copied after."""
-    import lm_eval.evaluator as evaluator
+    from ..harness import lmeval_api
 
+    evaluator = lmeval_api.evaluator_module()
     collect = evaluator.add_env_info
 
     def copied(results: dict[str, Any]) -> None:
@@ -193,10 +192,10 @@ def environment_collected_once() -> Iterator[None]:
 def _tracker(output_dir: str | os.PathLike[str] | None, step: int | None) -> Any:
     if output_dir is None:
         return None
-    from lm_eval.loggers import EvaluationTracker
+    from ..harness import lmeval_api
 
     folder = Path(output_dir) / (f"step-{step}" if step is not None else "final")
-    return EvaluationTracker(output_path=str(folder))
+    return lmeval_api.evaluation_tracker(str(folder))
 
 
 def _estimate(task: str, results: dict[str, Any]) -> InLoopEstimate:

@@ -54,13 +54,12 @@ def leaf_tasks(task_dict: Mapping[Any, Any]) -> dict[str, Any]:
 
 def load_tasks(tasks: Sequence[str], include_path: str | os.PathLike[str]) -> tuple[Any, dict]:
     """lm-eval's task manager over ``include_path`` and the leaf tasks of ``tasks``."""
-    from lm_eval.tasks import TaskManager, get_task_dict
-
+    from ..harness import lmeval_api
     from ..harness.estimates import registered_bundle
 
-    manager = TaskManager(include_path=str(include_path), metadata=dict(ALLOW_MISSING))
+    manager = lmeval_api.task_manager(include_path=str(include_path), metadata=dict(ALLOW_MISSING))
     infos = {}
-    for name, task in leaf_tasks(get_task_dict(list(tasks), manager)).items():
+    for name, task in leaf_tasks(lmeval_api.task_dict(list(tasks), manager)).items():
         bundle_name = (task.config.metadata or {}).get("bundle")
         if bundle_name is None:
             raise InputError(f"task {name!r} is not a micro task (no bundle in its metadata)")
@@ -133,9 +132,9 @@ class LiveEvaluator:
         return {t: d for t, d in docs.items() if d}
 
     def _run(self, name: str, docs: dict[str, list[int]]) -> dict[str, Any]:
-        import lm_eval
+        from ..harness import lmeval_api
 
-        return lm_eval.simple_evaluate(
+        return lmeval_api.simple_evaluate(
             model=self.model,
             model_args=self.model_args[name],
             tasks=list(docs),
