@@ -284,16 +284,26 @@ def add_shipped(
 
 
 # ---------------------------------------------------------------------- report
-def gain(records: list[dict], budget: int, method: str, label: str, output: str) -> float:
-    def mae(name: str) -> float:
-        return next(
-            r["mae"]
-            for r in records
-            if (r["budget"], r["subset"], r["method"], r["output"])
-            == (budget, method, name, output)
+def mean_mae(
+    records: list[dict], budget: int, subset: str, label: str, outputs: tuple[str, ...]
+) -> float:
+    """MAE of ``label`` averaged over ``outputs``, at one budget and subset method."""
+    return float(
+        np.mean(
+            [
+                r["mae"]
+                for r in records
+                if (r["budget"], r["subset"], r["method"]) == (budget, subset, label)
+                and r["output"] in outputs
+            ]
         )
+    )
 
-    return 1.0 - mae(label) / mae(BASELINE)
+
+def gain(records: list[dict], budget: int, method: str, label: str, output: str) -> float:
+    return 1.0 - mean_mae(records, budget, method, label, (output,)) / mean_mae(
+        records, budget, method, BASELINE, (output,)
+    )
 
 
 def summary_table(records: list[dict], labels: list[str]) -> list[str]:
@@ -311,24 +321,17 @@ def summary_table(records: list[dict], labels: list[str]) -> list[str]:
                 for r in records
                 if (r["budget"], r["subset"], r["method"]) == (budget, method, label)
             }
-            mean_mae = np.mean([rows[b]["mae"] for b in BENCHMARKS])
-            base_mae = np.mean(
-                [
-                    r["mae"]
-                    for r in records
-                    if (r["budget"], r["subset"], r["method"]) == (budget, method, BASELINE)
-                    and r["output"] in BENCHMARKS
-                ]
-            )
+            label_mae = np.mean([rows[b]["mae"] for b in BENCHMARKS])
+            base_mae = mean_mae(records, budget, method, BASELINE, BENCHMARKS)
             coverage = np.mean([rows[b]["coverage90"] for b in BENCHMARKS])
-            mean_gain = "" if label == BASELINE else f"{100 * (1 - mean_mae / base_mae):+.0f} %"
+            mean_gain = "" if label == BASELINE else f"{100 * (1 - label_mae / base_mae):+.0f} %"
             avg_gain = (
                 ""
                 if label == BASELINE
                 else f"{100 * gain(records, budget, method, label, AVERAGE):+.0f} %"
             )
             lines.append(
-                f"| {budget} | {method} | {label} | {mean_mae:.2f} | {mean_gain} | "
+                f"| {budget} | {method} | {label} | {label_mae:.2f} | {mean_gain} | "
                 f"{rows[AVERAGE]['mae']:.2f} | {avg_gain} | {coverage:.3f} | "
                 f"{rows[AVERAGE]['coverage90']:.3f} |"
             )
@@ -342,22 +345,9 @@ def against_shipped(records: list[dict]) -> list[str]:
         "MAE | joint average MAE | gain |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-
-    def mae(budget: int, subset: str, label: str, outputs: tuple[str, ...]) -> float:
-        return float(
-            np.mean(
-                [
-                    r["mae"]
-                    for r in records
-                    if (r["budget"], r["subset"], r["method"]) == (budget, subset, label)
-                    and r["output"] in outputs
-                ]
-            )
-        )
-
     for budget, subset in dict.fromkeys((r["budget"], r["subset"]) for r in records):
-        six = [mae(budget, subset, name, BENCHMARKS) for name in (SHIPPED, "joint")]
-        avg = [mae(budget, subset, name, (AVERAGE,)) for name in (SHIPPED, "joint")]
+        six = [mean_mae(records, budget, subset, name, BENCHMARKS) for name in (SHIPPED, "joint")]
+        avg = [mean_mae(records, budget, subset, name, (AVERAGE,)) for name in (SHIPPED, "joint")]
         lines.append(
             f"| {budget} | {subset} | {six[0]:.2f} | {six[1]:.2f} | "
             f"{100 * (1 - six[1] / six[0]):+.0f} % | {avg[0]:.2f} | {avg[1]:.2f} | "

@@ -49,10 +49,9 @@ class AnchorSumEstimator(AnchorEstimator):
     Anchor Points' own estimator: a model's answers on the cluster medoids, each weighted
     by its cluster's share. With nothing fitted to the sources' scores it does not regress
     a model beyond them back towards them; under extrapolation on the Open LLM v1 matrices
-    it was the best published estimator (benchpred's ``anchor_points_weighted``: MMLU at 50
-    of 102 items, strongest fifth held out, 0.41 points; the calibrated sum 0.40-2.8). On
-    whole current benchmarks it was among the worst, which is why ``--method auto`` only
-    keeps it where its own folds say so.
+    benchpred's version of it (``anchor_points_weighted``) was the best published estimator
+    in most cases, and on whole current benchmarks among the worst (``bench/peers.md``),
+    which is why ``--method auto`` only keeps it where its own folds say so.
     """
 
     name = "anchor_sum"

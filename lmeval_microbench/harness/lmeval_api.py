@@ -9,6 +9,7 @@ called, not when this module is imported: ``import lmeval_microbench`` and ``mic
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,8 +65,6 @@ def evaluator_module() -> Any:
 
 def sample_hashes(doc: Any, prompt: str, target: str) -> dict[str, str]:
     """The ``doc_hash``, ``prompt_hash`` and ``target_hash`` lm-eval writes in a samples line."""
-    import json
-
     from lm_eval.utils import handle_non_serializable, hash_string
 
     return {

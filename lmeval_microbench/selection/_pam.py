@@ -3,9 +3,10 @@
 k-means finds good clusters of item profiles, but its medoids (the member nearest each
 centre) are not the best medoids for the distances themselves. Anchor Points weighs each
 medoid by the size of its cluster, so an item that nothing else resembles must become a
-medoid of its own; PAM's swaps do that and Lloyd's iterations do not. Measured on the
-Open LLM Leaderboard v1 MMLU matrix (102 items, 50 anchors, the strongest fifth held out):
-the weighted anchor sum erred by 1.67 points on k-means medoids and 0.34-0.5 after swaps.
+medoid of its own; PAM's swaps do that and Lloyd's iterations do not. On the Open LLM
+Leaderboard v1 MMLU matrix (102 items, 50 anchors, the strongest fifth held out) the default
+build erred by 1.94 points before the swaps and 0.40 after (``bench/peers.md``,
+``bench/peers_before_pam.md``).
 
 Each step evaluates every (medoid, candidate) swap at once from each point's nearest and
 second-nearest medoid distance, the bookkeeping of FastPAM1 (Schubert & Rousseeuw, 2019),

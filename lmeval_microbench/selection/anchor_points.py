@@ -133,9 +133,7 @@ def swap_medoids(points: np.ndarray, medoids: np.ndarray) -> tuple[np.ndarray, n
     """PAM swaps on correlation distance from the k-means medoids, then cluster shares.
 
     An item that nothing else resembles must stand for itself, and a k-means medoid (the
-    member nearest a centre) rarely does: on the v1 MMLU matrix (102 items, 50 anchors, the
-    strongest fifth estimated from the rest) the weighted anchor sum erred by 1.67 points
-    on k-means medoids and by 0.34-0.5 after swaps, as benchpred's k-medoids does.
+    member nearest a centre) rarely does (measured in :mod:`._pam`'s docstring).
     """
     distances = correlation_distances(points)
     picked = pam_swap(distances, medoids, max_swaps=MAX_SWAPS_PER_MEDOID * medoids.size)
