@@ -194,6 +194,11 @@ trainer, callback, lines = test_inloop.train_with_callback(
     Path({model!r}), json.loads(Path({docs!r}).read_text()), Path({suite!r}), Path({out!r}))
 if trainer.state.is_world_process_zero:
     Path({out!r}, "main.json").write_text(json.dumps(trainer.state.log_history))
+# as PyTorch asks of every distributed program: without it, gloo's worker threads can abort
+# the process at interpreter exit (SIGABRT, "terminate called without an active exception")
+import torch.distributed
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
 """
 
 
