@@ -140,16 +140,24 @@ def test_beyond_weight_and_interval():
 
 def test_guard_band_falls_back_to_a_widened_normal_quantile():
     assert GuardBand(np.array([0.5, 1.0])).quantile(0.9) == pytest.approx(1.5 * 1.6448536)
-    band = GuardBand(np.sort(np.linspace(0, 2, 40)))
-    assert band.quantile(0.9) == pytest.approx(np.linspace(0, 2, 40)[36])
+    band = GuardBand(np.sort(np.linspace(0, 4, 40)))
+    assert band.quantile(0.9) == pytest.approx(np.linspace(0, 4, 40)[36])
 
 
-def test_extrapolation_folds_score_the_strongest_from_weaker_ones():
-    truth = np.arange(100, dtype=float)
-    (train1, test1), (train2, test2) = extrapolation_folds(truth)
-    assert set(test1) == set(test2) == set(range(80, 100))
-    assert set(train1) == set(range(80)) and set(train2) == set(range(50))
-    assert extrapolation_folds(np.arange(12, dtype=float))[0][0].size == 10
+def test_guard_band_never_narrower_than_the_readings_own_standard_error():
+    """Folds where the reading was exact (errors 0) must not shrink its interval to nothing."""
+    assert GuardBand(np.zeros(40)).quantile(0.9) == pytest.approx(1.6448536)
+    assert GuardBand(np.full(40, 0.5)).quantile(0.8) == pytest.approx(1.2815516)
+
+
+def test_extrapolation_folds_score_the_strongest_and_the_weakest_from_the_rest():
+    truth = np.arange(100, dtype=float)[np.random.default_rng(0).permutation(100)]
+    (train1, test1), (train2, test2), (train3, test3) = extrapolation_folds(truth)
+    assert set(truth[test1]) == set(truth[test2]) == set(range(80, 100))
+    assert set(truth[train1]) == set(range(80)) and set(truth[train2]) == set(range(50))
+    assert set(truth[test3]) == set(range(20)) and set(truth[train3]) == set(range(20, 100))
+    small = extrapolation_folds(np.arange(12, dtype=float))
+    assert [train.size for train, _ in small] == [10, 10]  # the half-gap fold needs 20
 
 
 # ---------------------------------------------------------------------------- the estimator

@@ -1,14 +1,18 @@
-"""Inner extrapolation folds: the sources extrapolating to their own strongest models.
+"""Inner extrapolation folds: the sources extrapolating to their own strongest and weakest.
 
-Two folds, each scoring the strongest fifth of the source models from a weaker part:
-the other four fifths, and the weakest half (leaving a gap, so the distance beyond the
-training models is larger, as it is for a new model far beyond all sources). A fold needs
-:data:`MIN_TRAIN` training models. For every reading that can be fitted, a fold records the
-guarded estimate's absolute errors (what chooses the reading) and the reading's scaled
-errors ``|reading - truth| / se`` (what sizes its interval, :class:`.guard.GuardBand`).
+Three folds. Two score the strongest fifth of the source models from a weaker part: the
+other four fifths, and the weakest half (leaving a gap, so the distance beyond the training
+models is larger, as it is for a new model far beyond all sources). The third scores the
+weakest fifth from the other four fifths: a new model can as well lie below every source (an
+early checkpoint, a small or broken model), where readings fail in their own ways (a Rasch
+level without a guessing floor puts a near-random model far too high; on MMLU's weakest
+fifth the own-level reading erred by 21 points where the subset's design mean erred by 10).
+A fold needs :data:`MIN_TRAIN` training models. For every reading that can be fitted, a fold
+records the guarded estimate's absolute errors (what chooses the reading) and the reading's
+scaled errors ``|reading - truth| / se`` (what sizes its interval, :class:`.guard.GuardBand`).
 Folds measure what cross-validation over random folds cannot: how a reading behaves *beyond*
 the models it was fitted on. They can still under-state the distance of a model far
-stronger than all sources, which is why the readings are chosen among estimates that do
+outside all sources, which is why the readings are chosen among estimates that do
 not regress towards the sources in the first place.
 """
 
@@ -23,8 +27,10 @@ import numpy as np
 from .guard import beyond_weight, guarded_interval
 from .readings import READINGS, SourceView, make_reading
 
-FOLDS = ((0.8, 0.2), (0.5, 0.2))
-"""(share of weakest sources trained on, share of strongest sources scored) per fold."""
+UP, DOWN = "up", "down"
+FOLDS = ((0.8, 0.2, UP), (0.5, 0.2, UP), (0.8, 0.2, DOWN))
+"""(share of sources trained on, share scored, direction) per fold: ``up`` trains on the
+weakest and scores the strongest, ``down`` the reverse."""
 MIN_TRAIN = 10
 MIN_TARGETS = 2
 
@@ -35,9 +41,10 @@ InnerFit = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, tuple[np.ndarray
 def extrapolation_folds(target: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(train rows, test rows)`` of each fold the number of models allows."""
     n = target.size
-    order = np.argsort(target, kind="stable")
+    ascending = np.argsort(target, kind="stable")
     folds = []
-    for train_share, test_share in FOLDS:
+    for train_share, test_share, direction in FOLDS:
+        order = ascending if direction == UP else ascending[::-1]
         n_test = max(round(test_share * n), MIN_TARGETS)
         n_train = min(round(train_share * n), n - n_test)
         if n_train >= MIN_TRAIN and n_test <= n - n_train:

@@ -7,7 +7,12 @@ inside the sources (``w`` up to :data:`W_MIN`), and a model far outside gets the
 alone. The interval of a model with ``w`` above
 :data:`W_MIN` spans the inner interval and the reading's own, ``value +- q se``, where ``q``
 is the conformal quantile of the reading's scaled errors on the sources' own extrapolation
-folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate.
+folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate,
+but never below the normal quantile of the reading's own standard error. The folds can only
+widen what the reading says of itself: they reach a fifth of the sources beyond the rest,
+and a reading that was exact there (a subset of nearly every item, whose missing items every
+source answered alike) said nothing of a model further out; on HellaSwag's weakest fifth
+such a band gave intervals 1.3 points wide that held for half of the models.
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ class GuardBand:
     residuals: np.ndarray
 
     def quantile(self, level: float) -> float:
-        """Conformal quantile of the fold errors; with too few, the widened normal one."""
+        """Conformal quantile of the fold errors, at least the normal one; with too few
+        errors, the widened normal one."""
+        normal = float(norm.ppf(0.5 + level / 2.0))
         q = conformal_quantile(self.residuals, level) if self.residuals.size else math.inf
         if math.isfinite(q):
-            return q
-        return FALLBACK_WIDEN * float(norm.ppf(0.5 + level / 2.0))
+            return max(q, normal)
+        return FALLBACK_WIDEN * normal
 
     def to_dict(self) -> dict[str, Any]:
         return {"residuals": self.residuals.tolist()}
