@@ -152,12 +152,15 @@ def test_guard_band_never_narrower_than_the_readings_own_standard_error():
 
 def test_extrapolation_folds_score_the_strongest_and_the_weakest_from_the_rest():
     truth = np.arange(100, dtype=float)[np.random.default_rng(0).permutation(100)]
-    (train1, test1), (train2, test2), (train3, test3) = extrapolation_folds(truth)
+    (train1, test1), (train2, test2), (train3, test3), (train4, test4) = extrapolation_folds(
+        truth
+    )
     assert set(truth[test1]) == set(truth[test2]) == set(range(80, 100))
     assert set(truth[train1]) == set(range(80)) and set(truth[train2]) == set(range(50))
-    assert set(truth[test3]) == set(range(20)) and set(truth[train3]) == set(range(20, 100))
+    assert set(truth[test3]) == set(truth[test4]) == set(range(20))
+    assert set(truth[train3]) == set(range(20, 100)) and set(truth[train4]) == set(range(50, 100))
     small = extrapolation_folds(np.arange(12, dtype=float))
-    assert [train.size for train, _ in small] == [10, 10]  # the half-gap fold needs 20
+    assert [train.size for train, _ in small] == [10, 10]  # the gap folds need 20 models
 
 
 # ---------------------------------------------------------------------------- the estimator
