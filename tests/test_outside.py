@@ -12,7 +12,7 @@ from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import estimator_from_state, make_estimator
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.outside import SourceView, beyond_weight, guarded_interval
-from lmeval_microbench.outside.folds import extrapolation_folds
+from lmeval_microbench.outside.folds import directed_folds, extrapolation_folds
 from lmeval_microbench.outside.guard import GuardBand
 from lmeval_microbench.outside.readings import READINGS, make_reading
 from lmeval_microbench.responses import ResponseMatrix
@@ -153,21 +153,36 @@ def test_guard_band_falls_back_to_a_widened_normal_quantile():
 
 def test_guard_band_never_narrower_than_the_readings_own_standard_error():
     """Folds where the reading was exact (errors 0) must not shrink its interval to nothing."""
-    assert GuardBand(np.zeros(40)).quantile(0.9) == pytest.approx(1.6448536)
-    assert GuardBand(np.full(40, 0.5)).quantile(0.8) == pytest.approx(1.2815516)
+    assert GuardBand(np.zeros(40)).quantile(0.9) == pytest.approx(1.0)
+    assert GuardBand(np.full(40, 0.5)).quantile(0.8) == pytest.approx(1.0)
+    assert GuardBand(np.full(40, 1.5)).quantile(0.8) == pytest.approx(1.5)
 
 
-def test_extrapolation_folds_score_the_strongest_and_the_weakest_from_the_rest():
+def test_folds_score_the_strongest_and_the_weakest_from_the_rest():
     truth = np.arange(100, dtype=float)[np.random.default_rng(0).permutation(100)]
-    (train1, test1), (train2, test2), (train3, test3), (train4, test4) = extrapolation_folds(
-        truth
+    (train1, test1, up1), (train2, test2, up2), (train3, test3, down3), (train4, test4, down4) = (
+        directed_folds(truth)
     )
+    assert (up1, up2, down3, down4) == ("up", "up", "down", "down")
     assert set(truth[test1]) == set(truth[test2]) == set(range(80, 100))
     assert set(truth[train1]) == set(range(80)) and set(truth[train2]) == set(range(50))
     assert set(truth[test3]) == set(truth[test4]) == set(range(20))
     assert set(truth[train3]) == set(range(20, 100)) and set(truth[train4]) == set(range(50, 100))
-    small = extrapolation_folds(np.arange(12, dtype=float))
-    assert [train.size for train, _ in small] == [10, 10]  # the gap folds need 20 models
+    small = directed_folds(np.arange(12, dtype=float))
+    assert [(train.size, d) for train, _, d in small] == [(10, "up"), (10, "down")]
+    # --method auto validates on the upward folds only
+    assert [test.tolist() for _, test in extrapolation_folds(truth)] == [
+        test1.tolist(),
+        test2.tolist(),
+    ]
+
+
+def test_guard_band_sizes_each_side_by_its_own_folds():
+    band = GuardBand(np.full(40, 2.0), np.full(40, 3.0))
+    assert band.quantiles(0.9, np.array([False, True])) == pytest.approx([2.0, 3.0])
+    old = GuardBand.from_dict({"residuals": [2.0] * 40})  # saved before downward folds
+    assert old.below is None and old.quantile(0.9, below=True) == pytest.approx(2.0)
+    assert GuardBand.from_dict(band.to_dict()).quantile(0.9, below=True) == pytest.approx(3.0)
 
 
 # ---------------------------------------------------------------------------- the estimator

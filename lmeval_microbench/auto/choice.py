@@ -71,12 +71,7 @@ items, it erred by 5.9 points there and its intervals covered 0.43)."""
 FALLBACK = FLOOR
 """The recipe of a matrix too small to choose on."""
 DEFAULT_METHODS = ("random", "stratified", "anchor_points", "dpp", "greedy", "tinybenchmarks")
-DEFAULT_ESTIMATORS = ("guarded",)
-"""Only an estimator that guards both sides of the sources competes by default. ``kridge``
-alone guards only above them: chosen on HellaSwag's near-exact folds, its intervals on the
-weakest fifth held out were 0 points wide and held for 31 % of the models (peer suite,
-2026-11-26). Inside the sources ``guarded`` *is* its inner ``kridge``, so little is lost; a
-user can still ask for ``--estimator kridge``."""
+DEFAULT_ESTIMATORS = ("kridge", "guarded")
 PAIRED_CANDIDATES = (Candidate("anchor_points", "anchor_sum"),)
 """Default candidates beyond methods x estimators: an estimator that only makes sense with
 one selector. Anchor Points' uncalibrated cluster-weighted sum led benchpred's methods under

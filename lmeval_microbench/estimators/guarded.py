@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InputError
 from ..irt.params import ItemParams
 from ..outside import READINGS, GuardBand, SourceView, beyond_weight, guarded_interval
-from ..outside.folds import score_readings
+from ..outside.folds import DOWN, UP, score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..subset import Subset
@@ -147,8 +147,10 @@ class GuardedEstimator(ScoreEstimator):
         self.inner_ = inner
         self.reading_ = make_reading(chosen).fit(view)
         self.reading_name_ = chosen
-        self.guard_band_ = GuardBand(
-            scores[chosen].residuals() if chosen in scores else np.zeros(0)
+        self.guard_band_ = (
+            GuardBand(scores[chosen].residuals(UP), scores[chosen].residuals(DOWN))
+            if chosen in scores
+            else GuardBand(np.zeros(0), np.zeros(0))
         )
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
@@ -210,9 +212,11 @@ class GuardedEstimator(ScoreEstimator):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         inner = self.inner_.predict_rows(values, level)[:3]
         reading = self.reading_.read(values, inner[0])
-        weight = beyond_weight(*self.reading_.locate(values, inner[0]), self.top_, self.bottom_)
+        located = self.reading_.locate(values, inner[0])
+        weight = beyond_weight(*located, self.top_, self.bottom_)
+        below = located[0] < 0.5 * (self.top_ + self.bottom_)
         value, lower, upper = guarded_interval(
-            inner, reading, weight, self.guard_band_.quantile(level)
+            inner, reading, weight, self.guard_band_.quantiles(level, below)
         )
         return value, lower, upper, np.full(value.shape, np.nan)
 

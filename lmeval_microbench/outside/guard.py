@@ -8,11 +8,13 @@ alone. The interval of a model with ``w`` above
 :data:`W_MIN` spans the inner interval and the reading's own, ``value +- q se``, where ``q``
 is the conformal quantile of the reading's scaled errors on the sources' own extrapolation
 folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate,
-but never below the normal quantile of the reading's own standard error. The folds can only
-widen what the reading says of itself: they reach a fifth of the sources beyond the rest,
-and a reading that was exact there (a subset of nearly every item, whose missing items every
-source answered alike) said nothing of a model further out; on HellaSwag's weakest fifth
-such a band gave intervals 1.3 points wide that held for half of the models.
+upward folds for a model above the sources and downward ones for a model below them, but
+never below :data:`MIN_Q`. The folds reach a fifth of the sources beyond the rest, and a
+reading that was exact there (a subset of nearly every item, whose missing items every
+source answered alike) says nothing of a model further out: on HellaSwag's weakest fifth
+such a band gave intervals 2.7 points wide that held for 74 % of the models. A floor at the
+normal quantile (1.64) went too far the other way: where a reading's standard error is
+pessimistic it widened MMLU's strongest fifth at 50 items from 4.6 to 22 points.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from .readings.base import se_floor
 
 W_MIN = 0.05
 """Below this outside weight a model counts as inside: its interval is the inner one."""
+MIN_Q = 1.0
+"""Least quantile of the scaled fold errors: an interval of at least one standard error of
+the reading either way, whatever the folds say (see the module)."""
 FALLBACK_WIDEN = 1.5
 """Too few fold errors for a conformal quantile: the normal quantile times this."""
 
@@ -45,38 +50,55 @@ def beyond_weight(value: np.ndarray, se: np.ndarray, top: float, bottom: float) 
 
 @dataclass(frozen=True)
 class GuardBand:
-    """Sorted scaled errors ``|reading - truth| / se`` of the extrapolation folds."""
+    """Sorted scaled errors ``|reading - truth| / se`` of the extrapolation folds: upward
+    (``residuals``, for models above the sources) and downward (``below``, for models under
+    them; a band saved before the downward folds has none and uses the upward ones)."""
 
     residuals: np.ndarray
+    below: np.ndarray | None = None
 
-    def quantile(self, level: float) -> float:
-        """Conformal quantile of the fold errors, at least the normal one; with too few
-        errors, the widened normal one."""
+    def quantile(self, level: float, below: bool = False) -> float:
+        """Conformal quantile of one side's fold errors, at least the normal one; with too
+        few errors, the widened normal one."""
+        found = self.residuals if not below or self.below is None else self.below
         normal = float(norm.ppf(0.5 + level / 2.0))
-        q = conformal_quantile(self.residuals, level) if self.residuals.size else math.inf
+        q = conformal_quantile(found, level) if found.size else math.inf
         if math.isfinite(q):
-            return max(q, normal)
+            return max(q, MIN_Q)
         return FALLBACK_WIDEN * normal
 
+    def quantiles(self, level: float, below: np.ndarray) -> np.ndarray:
+        """Per model: the downward quantile where ``below``, else the upward one."""
+        return np.where(below, self.quantile(level, True), self.quantile(level, False))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"residuals": self.residuals.tolist()}
+        payload = {"residuals": self.residuals.tolist()}
+        if self.below is not None:
+            payload["below"] = self.below.tolist()
+        return payload
 
     @classmethod
     def from_dict(cls, payload: Mapping[str, Any]) -> GuardBand:
-        try:
-            residuals = np.sort(np.asarray(payload["residuals"], dtype=np.float64).reshape(-1))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"guard band: malformed residuals ({exc})") from exc
-        if not np.all(np.isfinite(residuals)) or np.any(residuals < 0):
-            raise InputError("guard band: residuals must be finite and non-negative")
-        return cls(residuals)
+        residuals = _sorted_residuals(payload, "residuals")
+        below = _sorted_residuals(payload, "below") if "below" in payload else None
+        return cls(residuals, below)
+
+
+def _sorted_residuals(payload: Mapping[str, Any], key: str) -> np.ndarray:
+    try:
+        residuals = np.sort(np.asarray(payload[key], dtype=np.float64).reshape(-1))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"guard band: malformed {key} ({exc})") from exc
+    if not np.all(np.isfinite(residuals)) or np.any(residuals < 0):
+        raise InputError(f"guard band: {key} must be finite and non-negative")
+    return residuals
 
 
 def guarded_interval(
     inner: tuple[np.ndarray, np.ndarray, np.ndarray],
     reading: tuple[np.ndarray, np.ndarray],
     weight: np.ndarray,
-    q: float,
+    q: float | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(value, lower, upper)`` from the inner estimate and interval, the reading and ``w``."""
     value_in, lower_in, upper_in = inner

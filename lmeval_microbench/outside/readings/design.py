@@ -5,7 +5,10 @@ equal shares for random items), so the weighted mean of a model's answers estima
 mean over all items with no regression on the sources at all: what Anchor Points' own
 estimator does, and under extrapolation the best published estimator more often than any
 other (Zhang, Dorner & Hardt 2025). Its standard error treats the answers as binomial with
-the finite-population correction of drawing ``k`` of ``N`` items.
+the finite-population correction of drawing ``k`` of ``N`` items; the binomial variance is
+taken at the mean smoothed by half an answer each way, so a model that got every subset item
+wrong (or right) is not read as known exactly (GSM8K's weakest sources score 0: with a
+zero standard error their fold errors, scaled by it, were infinite).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ class DesignReading(Reading):
         mean = values @ self.weights_
         k = self.weights_.size
         correction = max(1.0 - k / self.n_items_, 0.0)
-        variance = np.clip(mean * (1.0 - mean), 0.0, None) * np.sum(self.weights_**2)
+        squares = float(np.sum(self.weights_**2))
+        effective = 1.0 / squares  # items an equal-weight sample of the same precision has
+        smoothed = (np.clip(mean, 0.0, 1.0) * effective + 0.5) / (effective + 1.0)
+        variance = smoothed * (1.0 - smoothed) * squares
         return self.scale_(mean, np.sqrt(variance * correction))
 
     def state(self) -> dict[str, Any]:
