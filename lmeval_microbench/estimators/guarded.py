@@ -14,10 +14,11 @@ Fitting, on the source models only:
    estimates of a procedure that also re-selected the items in each fold (the honest ones
    for a supervised selection such as ``greedy``);
 2. every outside reading the subset allows is fitted and scored on the sources' own
-   extrapolation folds (:mod:`lmeval_microbench.outside.folds`); ``reading="auto"`` keeps the
-   one whose guarded estimate erred least there, and its scaled fold errors size its
-   interval beyond the sources. With too few fold models to choose (fewer than
-   :data:`MIN_CHOICE_TARGETS`), :data:`DEFAULT_READING` is kept.
+   extrapolation folds, upward and downward (:mod:`lmeval_microbench.outside.folds`);
+   ``reading="auto"`` keeps the one whose guarded estimate erred least there, and its
+   scaled fold errors size its interval beyond the sources, each side by its own folds.
+   With too few fold models to choose (fewer than :data:`MIN_CHOICE_TARGETS`),
+   :data:`DEFAULT_READING` is kept.
 """
 
 from __future__ import annotations
