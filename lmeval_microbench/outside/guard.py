@@ -58,14 +58,13 @@ class GuardBand:
     below: np.ndarray | None = None
 
     def quantile(self, level: float, below: bool = False) -> float:
-        """Conformal quantile of one side's fold errors, at least the normal one; with too
+        """Conformal quantile of one side's fold errors, at least :data:`MIN_Q`; with too
         few errors, the widened normal one."""
         found = self.residuals if not below or self.below is None else self.below
-        normal = float(norm.ppf(0.5 + level / 2.0))
         q = conformal_quantile(found, level) if found.size else math.inf
         if math.isfinite(q):
             return max(q, MIN_Q)
-        return FALLBACK_WIDEN * normal
+        return FALLBACK_WIDEN * float(norm.ppf(0.5 + level / 2.0))
 
     def quantiles(self, level: float, below: np.ndarray) -> np.ndarray:
         """Per model: the downward quantile where ``below``, else the upward one."""
