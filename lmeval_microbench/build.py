@@ -14,29 +14,12 @@ from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .crossfit import needs_cross_fit, selection_cross_fit
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
-from .irt import fit_with_constant_items
-from .irt.params import ItemParams
+from .irt import fit_source_irt
 from .personfit import build_spec
 from .responses import ResponseMatrix
 from .selection import make_selector, select_with_audit
 
 GUARDED = "guarded"
-CONSTANT_ITEM_LOGIT = 6.0
-"""Intercept given to items every source model scored alike (P = 0.998 or 0.002)."""
-
-
-def fit_source_irt(
-    source: ResponseMatrix, *, model: str = "2pl", seed: int | None = 0
-) -> ItemParams:
-    """IRT parameters for every source item, constant items included.
-
-    Items every source model got right (or wrong) carry no information and cannot be fitted;
-    they get slope 0 and an intercept of +-``CONSTANT_ITEM_LOGIT`` so that IRT estimators still
-    count them in the full score.
-    """
-    return fit_with_constant_items(
-        source, model, constant_intercept=CONSTANT_ITEM_LOGIT, random_state=seed
-    )
 
 
 def build_bundle(

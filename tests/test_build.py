@@ -4,10 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmeval_microbench.build import CONSTANT_ITEM_LOGIT, build_bundle, fit_source_irt
+from lmeval_microbench.build import build_bundle, fit_source_irt
 from lmeval_microbench.bundle import load_bundle, save_bundle
 from lmeval_microbench.bundle.integrity import seal
 from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
+from lmeval_microbench.irt import CONSTANT_ITEM_LOGIT
 from lmeval_microbench.reconstruct import estimate_models
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -240,8 +241,8 @@ def test_the_suite_tool_reseals_without_refitting(tmp_path):
     from pathlib import Path
 
     from lmeval_microbench._io import json_checksum
+    from lmeval_microbench.estimators.joint import load_state
     from lmeval_microbench.harness import include_path
-    from lmeval_microbench.joint import load_state
 
     repo = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location(

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from lmeval_microbench._io import seal_json
 from lmeval_microbench.bundle import ITEMS_FILE, load_bundle, load_items
-from lmeval_microbench.joint import JointEstimator
+from lmeval_microbench.estimators.joint import JointEstimator
 from lmeval_microbench.reconstruct import bundle_estimator
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import load_joint

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from lmeval_microbench.errors import InputError, ItemMismatchError
-from lmeval_microbench.irt.params import ItemParams
-from lmeval_microbench.joint import (
+from lmeval_microbench.estimators.joint import (
     AVERAGE,
     JointEstimator,
     JointFallbackWarning,
     fit_ridge_head,
 )
+from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset
 
@@ -377,7 +377,7 @@ def test_joint_beats_per_benchmark_on_real_leaderboard_models(shared_data):
 # ---------------------------------------------------------------------- issue 8
 def test_a_sealed_state_file_refuses_a_changed_number(fitted, tmp_path):
     from lmeval_microbench._io import seal_json
-    from lmeval_microbench.joint import load_state
+    from lmeval_microbench.estimators.joint import load_state
     from lmeval_microbench.runs import load_joint
 
     path = tmp_path / "joint.json"

@@ -504,7 +504,7 @@ def test_parse_task_map():
 @pytest.fixture(scope="module")
 def joint_state(toys) -> dict[str, Any]:
     """A joint estimator fitted on the toy bundles' subsets and source models."""
-    from lmeval_microbench.joint import JointEstimator
+    from lmeval_microbench.estimators.joint import JointEstimator
 
     sources = {bm: toy_source(bm, seed, "x")[0] for bm, seed in SEEDS.items()}
     estimator = JointEstimator(n_folds=3).fit(
@@ -516,7 +516,7 @@ def joint_state(toys) -> dict[str, Any]:
 
 
 def test_joint_average_comes_from_the_suites_joint_estimator(tmp_path, suite, toys, joint_state):
-    from lmeval_microbench.joint import JointEstimator
+    from lmeval_microbench.estimators.joint import JointEstimator
 
     (suite / "joint.json").write_text(json.dumps(seal_json(joint_state)))
     out = tmp_path / "out"

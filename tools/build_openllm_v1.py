@@ -61,6 +61,7 @@ from lmeval_microbench.bundle import (
 from lmeval_microbench.collect import content_hash
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS
+from lmeval_microbench.estimators.joint import JointEstimator
 from lmeval_microbench.harness import (
     EstimateOptions,
     GroupSpec,
@@ -68,7 +69,6 @@ from lmeval_microbench.harness import (
     write_group,
     write_task,
 )
-from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.personfit import build_spec
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import JOINT_FILE

@@ -50,9 +50,9 @@ from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle import Bundle, DatasetCoordinates, MetricSpec
 from lmeval_microbench.collect import content_hash
 from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators.joint import JointEstimator
 from lmeval_microbench.harness import GroupSpec, TaskSpec, write_group, write_task
 from lmeval_microbench.harness.leaderboard_tasks import definition_hashes, leaderboard_folder
-from lmeval_microbench.joint import JointEstimator
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import JOINT_FILE
 

@@ -44,7 +44,7 @@ from lmeval_microbench._rng import spawn
 from lmeval_microbench.build import fit_source_irt
 from lmeval_microbench.errors import ConvergenceWarning, InputError
 from lmeval_microbench.estimators import make_estimator
-from lmeval_microbench.joint import AVERAGE, JointEstimator
+from lmeval_microbench.estimators.joint import AVERAGE, JointEstimator
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
 from lmeval_microbench.selection.base import Subset

@@ -16,6 +16,7 @@ import pandas as pd
 
 from lmeval_microbench._rng import spawn
 from lmeval_microbench.errors import InputError
+from lmeval_microbench.estimators._ridge_cv import centred_ridge_gcv
 from lmeval_microbench.reliability.metrics import ResultPool
 from lmeval_microbench.reliability.plan import ALL, Budget
 from lmeval_microbench.reliability.splits import Split
@@ -48,25 +49,15 @@ def ridge_gcv(
     the small Gram matrix ``x_c^T x_c = V diag(s2) V^T`` serves every penalty: with
     ``z = V^T x_c^T y`` the coefficients are ``V z / (s2 + alpha)``, the residual sum of
     squares ``y^T y - sum(z^2 (s2 + 2 alpha) / (s2 + alpha)^2)`` and the degrees of freedom
-    ``sum(s2 / (s2 + alpha))``. Returns (intercept, coefficients, alpha).
+    ``sum(s2 / (s2 + alpha))``; a fit with ``n`` or more degrees of freedom (intercept
+    included) is refused. The package's one GCV ridge does it
+    (:func:`lmeval_microbench.estimators._ridge_cv.ridge_gcv`). Returns (intercept,
+    coefficients, alpha).
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    n = y.size
-    x_mean, y_mean = x.mean(axis=0), float(y.mean())
-    xc, yc = x - x_mean, y - y_mean
-    s2, v = np.linalg.eigh(xc.T @ xc)
-    s2 = np.clip(s2, 0.0, None)
-    z = v.T @ (xc.T @ yc)
-    denominator = s2 + alphas[:, None]
-    explained = np.sum(z**2 * (s2 + 2.0 * alphas[:, None]) / denominator**2, axis=1)
-    rss = np.clip(float(yc @ yc) - explained, 0.0, None)
-    dof = np.sum(s2 / denominator, axis=1) + 1.0
-    with np.errstate(divide="ignore"):
-        gcv = np.where(dof < n, n * rss / (n - dof) ** 2, np.inf)
-    best = int(np.argmin(gcv))
-    coef = v @ (z / denominator[best])
-    return y_mean - float(x_mean @ coef), coef, float(alphas[best])
+    intercept, coef, index = centred_ridge_gcv(x, y, alphas, rss="closed-form", dof_rule="refuse")
+    return intercept, coef, float(alphas[index])
 
 
 def ridge_predict(intercept: float, coef: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ._ridge_cv import centred_ridge_gcv, standardise
 from .anchor import anchor_sum
 from .irt import _IRTBased
 
@@ -72,28 +73,13 @@ def ridge_gcv(
 ) -> tuple[float, np.ndarray, float]:
     """Ridge on standardised columns with intercept; penalty chosen by GCV on ``ALPHA_GRID``.
 
-    Returns (intercept, coefficients, alpha). The linear columns get a tiny fixed penalty.
+    Returns (intercept, coefficients, alpha). The linear columns get a tiny fixed penalty, so
+    each grid point is a penalty per column (see :func:`._ridge_cv.ridge_gcv`).
     """
     n = y.size
-    x_mean = x.mean(axis=0)
-    xc = x - x_mean
-    y_mean = float(y.mean())
-    yc = y - y_mean
-    gram = xc.T @ xc
-    cross = xc.T @ yc
-    best: tuple[float, np.ndarray, float] | None = None
-    for alpha in ALPHA_GRID:
-        penalty = np.where(penalised, alpha, _LINEAR_PENALTY) * n
-        system = gram + np.diag(penalty)
-        coef = np.linalg.solve(system, cross)
-        dof = float(np.trace(np.linalg.solve(system, gram))) + 1.0
-        rss = float(np.sum((yc - xc @ coef) ** 2))
-        gcv = n * rss / max(n - dof, 1.0) ** 2
-        if best is None or gcv < best[0]:
-            best = (gcv, coef, float(alpha))
-    assert best is not None
-    _, coef, alpha = best
-    return y_mean - float(x_mean @ coef), coef, alpha
+    penalties = np.where(penalised[None, :], ALPHA_GRID[:, None], _LINEAR_PENALTY) * n
+    intercept, coef, index = centred_ridge_gcv(x, y, penalties)
+    return intercept, coef, float(ALPHA_GRID[index])
 
 
 class CalibratedEstimator(_IRTBased):
@@ -172,9 +158,7 @@ class CalibratedEstimator(_IRTBased):
     def _fit_head(self, features: np.ndarray, target: np.ndarray) -> dict[str, Any]:
         knots = [quantile_knots(features[:, j], self.n_knots) for j in range(features.shape[1])]
         basis, nonlinear = design(features, knots)
-        center = basis.mean(axis=0)
-        scale = basis.std(axis=0)
-        scale[scale == 0] = 1.0
+        center, scale = standardise(basis)
         intercept, coef, alpha = ridge_gcv((basis - center) / scale, target, nonlinear)
         return {
             "knots": [k.tolist() for k in knots],

@@ -1,6 +1,8 @@
 """IRT parameters for every item of a matrix, items that all models scored alike included.
 
 One rule, shared by bundles and the tinyBenchmarks selector, for items an IRT fit cannot place.
+:func:`fit_source_irt` is that rule with the bundles' fixed intercept; it sits here, below
+``build.py`` and ``estimators/``, because both fit source IRT with it.
 """
 
 from __future__ import annotations
@@ -56,3 +58,21 @@ def fit_with_constant_items(
         fitted.model,
     )
     return params.subset(list(source.item_ids))
+
+
+CONSTANT_ITEM_LOGIT = 6.0
+"""Intercept given to items every source model scored alike (P = 0.998 or 0.002)."""
+
+
+def fit_source_irt(
+    source: ResponseMatrix, *, model: str = "2pl", seed: int | None = 0
+) -> ItemParams:
+    """IRT parameters for every source item, constant items included.
+
+    Items every source model got right (or wrong) carry no information and cannot be fitted;
+    they get slope 0 and an intercept of +-``CONSTANT_ITEM_LOGIT`` so that IRT estimators still
+    count them in the full score.
+    """
+    return fit_with_constant_items(
+        source, model, constant_intercept=CONSTANT_ITEM_LOGIT, random_state=seed
+    )

@@ -24,8 +24,8 @@ from .report import BenchmarkEstimate
 from .scores import TaskScores
 
 JOINT_FILE = "joint.json"
-"""A fitted :class:`~lmeval_microbench.joint.JointEstimator` state (JSON) at the root of a
-task suite, beside its data folders; used for the joint average when present."""
+"""A fitted :class:`~lmeval_microbench.estimators.joint.JointEstimator` state (JSON) at the
+root of a task suite, beside its data folders; used for the joint average when present."""
 
 
 def guessing_chances(estimates: Sequence[BenchmarkEstimate], model: ModelId) -> dict[str, float]:
@@ -44,7 +44,7 @@ def widen_joint(outputs: Mapping[str, Estimate], chances: Mapping[str, float]) -
     may be at chance in its joint output too, and the average may be the mean with those
     benchmarks at chance (see :func:`..personfit.widen_for_fit` for the rule per benchmark).
     """
-    from ..joint import AVERAGE
+    from ..estimators.joint import AVERAGE
 
     if not chances:
         return dict(outputs)
@@ -69,8 +69,9 @@ def find_joints(index: BundleIndex) -> list[Path]:
 
 
 def load_joint(path: str | os.PathLike[str]) -> Any:
-    """A fitted joint estimator from its sealed JSON state (see :func:`..joint.load_state`)."""
-    from ..joint import load_state
+    """A fitted joint estimator from its sealed JSON state (see
+    :func:`..estimators.joint.load_state`)."""
+    from ..estimators.joint import load_state
 
     return load_state(path)
 

@@ -1,7 +1,7 @@
-"""The ridge head of :mod:`.joint`: one ridge regression per output, penalties chosen by GCV.
+"""The ridge head of the joint estimator: one ridge regression per output, penalties chosen by GCV.
 
 Why a module of its own: the head is plain linear algebra on a feature matrix, with no
-knowledge of benchmarks, subsets or base estimators; :class:`~.joint.JointEstimator` builds
+knowledge of benchmarks, subsets or base estimators; :class:`~.estimator.JointEstimator` builds
 the features, fits a head on them (:func:`cross_fit_head` for the out-of-fold predictions
 its intervals are calibrated on, :func:`fit_ridge_head` on all joint source models) and
 stores it in its state with :meth:`RidgeHead.to_dict`.
@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ...errors import InputError
+from .._ridge_cv import ridge_gcv, standardise
 
 ALPHA_GRID = np.logspace(-6, 2, 33)
 """Ridge penalties per source model on standardised columns."""
@@ -55,34 +56,19 @@ class RidgeHead:
         return cls(**fields)
 
 
-def _gcv_path(z: np.ndarray, yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """GCV score (A, O) and coefficients (A, p, O) of centred ridge fits over ``ALPHA_GRID``.
-
-    One eigendecomposition of the p x p Gram matrix serves every penalty and output (p is a
-    few hundred, m a few thousand: much cheaper than an SVD of the m x p design).
-    """
-    n = z.shape[0]
-    eigenvalues, vectors = np.linalg.eigh(z.T @ z)
-    eigenvalues = np.clip(eigenvalues, 0.0, None)
-    projected = vectors.T @ (z.T @ yc)  # (p, O)
-    denominator = eigenvalues[None, :] + ALPHA_GRID[:, None] * n  # (A, p)
-    coef = vectors[None] @ (projected[None] / denominator[:, :, None])  # (A, p, O)
-    rss = np.sum((yc[None] - z[None] @ coef) ** 2, axis=1)  # (A, O)
-    dof = np.sum(eigenvalues[None, :] / denominator, axis=1) + 1.0  # + intercept
-    gcv = n * rss / np.maximum(n - dof, 1.0)[:, None] ** 2
-    return gcv, coef
-
-
 def fit_ridge_head(x: np.ndarray, y: np.ndarray, item_columns: np.ndarray) -> RidgeHead:
     """Ridge of every column of ``y`` (m, O) on ``x`` (m, p), penalties chosen by GCV.
+
+    Penalties are ``ALPHA_GRID`` per source model, one for all columns, so one
+    eigendecomposition of the Gram matrix serves every penalty and output
+    (:func:`.._ridge_cv.ridge_gcv`; p is a few hundred, m a few thousand: much cheaper than an
+    SVD of the m x p design).
 
     The grid is ``ALPHA_GRID`` x ``ITEM_SCALES``: scaling the item columns by ``c`` before a
     common penalty is the same as penalising them ``1 / c^2`` times more, which lets the head
     lean on the few strong features and use the items only as far as they help.
     """
-    center = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale == 0] = 1.0
+    center, scale = standardise(x)
     z = (x - center) / scale
     y_mean = y.mean(axis=0)
     yc = y - y_mean
@@ -94,13 +80,12 @@ def fit_ridge_head(x: np.ndarray, y: np.ndarray, item_columns: np.ndarray) -> Ri
     item_scale = np.ones(n_outputs)
     for factor in scales:
         column_factor = np.where(item_columns, factor, 1.0)
-        gcv, path = _gcv_path(z * column_factor, yc)
-        pick = np.argmin(gcv, axis=0)
-        better = gcv[pick, np.arange(n_outputs)] < best_gcv
+        choice = ridge_gcv(z * column_factor, yc, ALPHA_GRID * x.shape[0])
+        better = choice.score < best_gcv
         for out in np.flatnonzero(better):
-            best_gcv[out] = gcv[pick[out], out]
-            coef[:, out] = path[pick[out], :, out] * column_factor
-            alpha[out] = ALPHA_GRID[pick[out]]
+            best_gcv[out] = choice.score[out]
+            coef[:, out] = choice.coef[:, out] * column_factor
+            alpha[out] = ALPHA_GRID[choice.index[out]]
             item_scale[out] = factor
     return RidgeHead(center, scale, coef, y_mean, alpha, item_scale)
 

@@ -24,62 +24,38 @@ Method (stacked regression), every learned step on the source models only:
 
 IRT parameters (unsupervised) are fitted once on all source models, not once per fold, as in
 ``estimators.base``; ``tools/eval_joint.py`` measures accuracy and coverage on held-out models.
-The checks and joins of the fit inputs live in :mod:`._joint_inputs`, the head in
-:mod:`._joint_head`.
+The checks and joins of the fit inputs live in :mod:`.inputs`, the head in :mod:`.head`,
+what :meth:`JointEstimator.estimate` returns in :mod:`.results` and the reading of a
+``joint.json`` in :mod:`.state`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
-from ._io import SEAL_KEY, seal_holds
-from ._joint_head import RidgeHead, cross_fit_head, fit_ridge_head
-from ._joint_inputs import AVERAGE, check_benchmarks, joint_source, usable_source
-from ._json import read_json
-from ._text import preview as _preview
-from ._types import Estimate, ItemId
-from .build import fit_source_irt
-from .errors import InputError, ItemMismatchError, MicrobenchError
-from .estimators import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
-from .estimators.base import checked_score, fold_labels
-from .irt import IRTModel, estimate_abilities
-from .irt.params import ItemParams
-from .responses import ResponseMatrix
-from .subset import Subset
+from ..._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
+from ..._io import seal_holds
+from ..._text import preview as _preview
+from ..._types import Estimate, ItemId
+from ...errors import InputError, ItemMismatchError, MicrobenchError
+from ...irt import IRTModel, estimate_abilities, fit_source_irt
+from ...irt.params import ItemParams
+from ...responses import ResponseMatrix
+from ...subset import Subset
+from .. import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
+from ..base import checked_score, fold_labels
+from .head import RidgeHead, cross_fit_head, fit_ridge_head
+from .inputs import AVERAGE, check_benchmarks, joint_source, usable_source
+from .results import JointEstimates, JointFallbackWarning
 
 FEATURE_SETS = ("estimates", "items", "mirt")
 STATE_VERSION = 1
-
-
-class JointFallbackWarning(UserWarning):
-    """A model lacks some benchmarks: per-benchmark estimates were returned, not joint ones."""
-
-
-class JointEstimates(dict[str, Estimate]):
-    """Estimates keyed by output (benchmark names and ``"average"``), with how each was made.
-
-    ``method[output]`` is ``"joint"`` or ``"per-benchmark"``; ``missing`` lists the benchmarks
-    the model had no scores for (then there is no ``"average"`` and the rest fall back).
-    """
-
-    def __init__(
-        self,
-        estimates: Mapping[str, Estimate],
-        method: Mapping[str, str],
-        missing: Sequence[str] = (),
-    ) -> None:
-        super().__init__(estimates)
-        self.method = dict(method)
-        self.missing = tuple(missing)
 
 
 # ---------------------------------------------------------------------- estimator
@@ -525,26 +501,6 @@ class JointEstimator:
                     f"joint: estimator state head.{name} has shape {found}, expected {shape} "
                     f"({p} features, {n_out} outputs)"
                 )
-
-
-# ---------------------------------------------------------------------- state files
-def load_state(path: str | os.PathLike[str]) -> JointEstimator:
-    """The fitted joint estimator of a ``joint.json`` written with ``_io.seal_json``.
-
-    Errors name the file; a state without its checksum is refused (no pickles are read).
-    """
-    path = Path(path)
-    try:
-        state = read_json(path)
-    except InputError as exc:
-        reason = str(exc).removeprefix(f"{path}: ")
-        raise InputError(f"{path}: cannot read the joint estimator state ({reason})") from exc
-    if not isinstance(state, dict) or SEAL_KEY not in state:
-        raise InputError(f"{path}: the joint estimator state has no checksum; write it again")
-    try:
-        return JointEstimator.from_state(state)
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from exc
 
 
 def _single(arrays: tuple[np.ndarray, ...], level: float) -> Estimate:

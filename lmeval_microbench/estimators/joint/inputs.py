@@ -1,4 +1,4 @@
-"""What :meth:`.joint.JointEstimator.fit` is given, checked and joined across benchmarks.
+"""What :meth:`.estimator.JointEstimator.fit` is given, checked and joined across benchmarks.
 
 Why a module of its own: before anything is learned, the per-benchmark sources, subsets and
 targets must agree with each other (the same benchmarks, item ids unique across them, targets
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._text import preview as _preview
-from .errors import InputError
-from .estimators.base import MIN_SOURCE_MODELS
-from .responses import ResponseMatrix
-from .subset import Subset
+from ..._text import preview as _preview
+from ...errors import InputError
+from ...responses import ResponseMatrix
+from ...subset import Subset
+from ..base import MIN_SOURCE_MODELS
 
 AVERAGE = "average"
 """Name of the output that estimates the mean of the benchmark scores (leaderboard average)."""
