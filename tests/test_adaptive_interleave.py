@@ -133,3 +133,35 @@ def test_a_backend_without_log_likelihoods_is_refused_for_multiple_choice(pool_t
     (gsm8k,) = [task for task in pool_tasks if task.name.endswith("gsm8k")]
     done = run_task(ChatModel(), gsm8k, RunOptions(max_items=2), tmp_path / "gsm8k.jsonl")
     assert len(done.answers) == 2  # a generative pool runs with it
+
+
+@pytest.mark.parametrize(
+    ("model", "model_args", "refused"),
+    [
+        ("vllm", "pretrained=m,data_parallel_size=2", True),
+        ("vllm", "pretrained=m, data_parallel_size = 4 ,dtype=auto", True),
+        ("vllm", "pretrained=m,data_parallel_size=1,tensor_parallel_size=4", False),
+        ("vllm", "pretrained=m", False),
+        ("hf", "pretrained=m,data_parallel_size=2", False),  # not vLLM's per-call engines
+    ],
+)
+def test_vllm_data_parallel_is_refused_for_adaptive_runs(model, model_args, refused):
+    from lmeval_microbench.adaptive.interleave import refuse_engine_per_call
+
+    if not refused:
+        refuse_engine_per_call(model, model_args)
+        return
+    with pytest.raises(InputError, match="engines anew in every call") as err:
+        refuse_engine_per_call(model, model_args)
+    assert "tensor_parallel_size" in str(err.value)
+
+
+def test_the_adaptive_command_refuses_vllm_data_parallel_before_loading(tmp_path, capsys):
+    from lmeval_microbench.cli.app import main
+
+    argv = ["adaptive", "--model", "vllm", "--model_args", "pretrained=m,data_parallel_size=2"]
+    argv += ["--tasks", "microbench_pool_mmlu", "--output_path", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "data_parallel_size=2" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

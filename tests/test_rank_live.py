@@ -55,6 +55,10 @@ def test_live_rank_runs_rounds_through_lm_eval_and_reports_a_failed_model(
         assert row["lower"] <= row["estimate"] <= row["upper"]
         assert row["rank_low"] <= row["rank"] <= row["rank_high"]
     assert (out / "rank_intervals.png").stat().st_size > 0
+    # each model loaded once for the whole ranking, promoted or not (the failed one: never)
+    ranked = {row["model"] for row in document["ranking"]}
+    assert document["model_loads"] == {"loads": dict.fromkeys(ranked, 1), "reloads": []}
+    assert any(row["items"] == 5 for row in document["ranking"])  # a promotion reused a model
 
 
 def test_duplicate_live_models_are_an_error(tmp_path, capsys):
@@ -67,22 +71,25 @@ def test_duplicate_live_models_are_an_error(tmp_path, capsys):
 def test_live_rank_on_an_adaptive_pool_continues_each_models_run(
     tiny_model, tmp_path, capsys, monkeypatch
 ):
-    """Rounds over a pool task: level 2 asks 3 more items, picked after the first 3 answers."""
+    """Rounds over a pool task: level 2 asks 3 more items, picked after the first 3 answers,
+    K = 2 items per model call; each model loaded once."""
     import test_adaptive_harness
 
     from lmeval_microbench.adaptive import runner
 
     pools = test_adaptive_harness.write_pool(tmp_path / "pools")
-    asked: list[list[str]] = []
-    real_ask = runner.ask
-    monkeypatch.setattr(
-        runner,
-        "ask",
-        lambda lm, task, items: asked.append(list(items)) or real_ask(lm, task, items),
-    )
+    calls: list[dict[str, list[str]]] = []
+    real_ask_many = runner.ask_many
+
+    def counting_ask_many(lm, batches):
+        calls.append({task.name: list(items) for task, items in batches})
+        return real_ask_many(lm, batches)
+
+    monkeypatch.setattr(runner, "ask_many", counting_ask_many)
     models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
     argv = ["rank", "--adaptive", "--adaptive-items", "3,6", "--tasks", "microbench_pool_toy"]
     argv += ["--include_path", str(pools), "--tiers", "1-1,2-", "--batch_size", "4"]
+    argv += ["--items-per-step", "2"]
     for m in [*models, tmp_path / "no-such-model"]:
         argv += ["--model_args", test_harness.model_args(m)]
     argv += ["--out", str(tmp_path / "ranking")]
@@ -94,7 +101,12 @@ def test_live_rank_on_an_adaptive_pool_continues_each_models_run(
     rows = document["ranking"]
     assert len(rows) == 3 and {row["items"] for row in rows} <= {3, 6}
     promoted = sum(row["items"] == 6 for row in rows)
-    assert len(asked) == 3 * 3 + 3 * promoted  # one item per step; promotions ask only the new
+    # 3 items at K=2: steps of 2 and 1; a promotion to 6 asks 3 more: again 2 and 1
+    assert [len(items) for call in calls for items in call.values()] == [2, 1] * (3 + promoted)
+    asked = [item for call in calls for items in call.values() for item in items]
+    assert len(asked) == 3 * 3 + 3 * promoted
+    ranked = {row["model"] for row in rows}
+    assert document["model_loads"] == {"loads": dict.fromkeys(ranked, 1), "reloads": []}
     for row in rows:
         assert row["lower"] <= row["estimate"] <= row["upper"]
 
@@ -183,3 +195,143 @@ def test_live_rank_of_three_models_is_pairwise_and_prints_no_replay_check(
     assert rows["a"]["items"] == rows["b"]["items"] > 2 and rows["c"]["items"] == 2
     assert printed["tier_rule"].startswith("pairwise") and "replay_check" not in printed
     assert "Replay against" not in (tmp_path / "ranking" / "ranking.md").read_text()
+
+
+def test_rank_adaptive_refuses_vllm_data_parallel(capsys):
+    argv = ["rank", "--adaptive", "--model", "vllm", "--adaptive-items", "2,4"]
+    for name in ("a", "b"):
+        argv += ["--model_args", f"pretrained={name},data_parallel_size=2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "engines anew in every call" in err and "Traceback" not in err
+
+
+def test_models_on_several_devices_are_scored_at_once_and_reported_in_order():
+    """One thread per device: a and b (kept from an earlier round) wait for each other (a
+    barrier that breaks after 10 s if the devices ran one after another); c and d are loaded
+    first (alone: a load waits for the evaluations running)."""
+    import threading
+
+    from lmeval_microbench.rank import Scored
+    from lmeval_microbench.rank.live import score_models
+
+    meet = threading.Barrier(2, timeout=10)
+
+    class Loaded:  # as DeviceModels: each model's device, loads
+        def __init__(self) -> None:
+            self.device_of = {"a": "cuda:0", "b": "cuda:1", "c": "cuda:0", "d": "cuda:1"}
+            self.kept, self.loads = ["a", "b"], []
+
+        def is_loaded(self, name: str) -> bool:
+            return name in self.kept
+
+        def get(self, name: str) -> str:
+            self.loads.append(name)
+            self.kept.append(name)
+            return name
+
+    def score(name: str) -> Scored:
+        if name in ("a", "b"):
+            meet.wait()
+        if name == "d":
+            raise RuntimeError("CUDA out of memory")
+        return Scored(0.5, 0.4, 0.6)
+
+    loaded = Loaded()
+    done = score_models(list(loaded.device_of), [10, 20], 0, score, loaded)
+    assert list(done.scores) == ["a", "b", "c"]
+    assert done.failures == {"d": "RuntimeError: CUDA out of memory"}
+    assert sorted(loaded.loads) == ["c", "d"]
+
+
+def test_a_load_waits_for_running_evaluations_and_holds_new_ones():
+    import threading
+    import time
+
+    from lmeval_microbench.rank.models import LoadGate
+
+    gate, events = LoadGate(), []
+    evaluating = threading.Event()
+
+    def evaluate(name: str, seconds: float) -> None:
+        with gate.evaluating():
+            events.append(f"{name} starts")
+            evaluating.set()
+            time.sleep(seconds)
+            events.append(f"{name} ends")
+
+    first = threading.Thread(target=evaluate, args=("first", 0.3))
+    first.start()
+    evaluating.wait(5)
+
+    def load() -> None:
+        with gate.loading():
+            events.append("load")
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    time.sleep(0.05)  # the load now waits; an evaluation asked for now waits behind it
+    second = threading.Thread(target=evaluate, args=("second", 0.0))
+    second.start()
+    for thread in (first, loader, second):
+        thread.join(5)
+    assert events == ["first starts", "first ends", "load", "second starts", "second ends"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--device", "cpu", "--devices", "cuda:0,cuda:1"], "give --device or --devices"),
+        (["--devices", "cuda:0,cuda:0"], "distinct devices"),
+        (["--devices", " , "], "empty entry"),
+    ],
+)
+def test_devices_are_checked(extra, message, capsys):
+    argv = ["rank", "--model_args", "pretrained=a", "--model_args", "pretrained=b", *extra]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_devices_refuse_a_device_named_in_model_args(capsys):
+    argv = ["rank", "--model_args", "pretrained=a,device=cuda:3", "--model_args", "pretrained=b"]
+    assert main([*argv, "--devices", "cuda:0,cuda:1"]) == 2
+    assert "names a device too: lm-eval takes one" in capsys.readouterr().err
+    assert main([*argv, "--device", "cpu"]) == 2
+    assert "--device is given, and --model_args of 'a'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_live_rank_over_two_devices_gives_the_one_device_ranking(tiny_model, toy_suite, tmp_path):
+    """Two 'devices' on a CPU machine (lm-eval's hf model reads 'cpu:0' as the CPU): the
+    models are spread over two threads and the ranking is the one of one device."""
+    models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
+    argv = ["rank", "--tasks", test_harness.TASK, "--include_path", str(toy_suite)]
+    argv += ["--fractions", "0.4,1", "--tiers", "1-1,2-", "--batch_size", "4", "--no-plots"]
+    for m in models:
+        argv += ["--model_args", test_harness.model_args(m, device=False)]
+    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
+    assert main([*argv, "--devices", "cpu,cpu:0", "--out", str(tmp_path / "two")]) == 0
+    one, two = (json.loads((tmp_path / k / "ranking.json").read_text()) for k in ("one", "two"))
+    assert two["ranking"] == one["ranking"] and two["rounds"] == one["rounds"]
+    assert two["model_loads"]["devices"] == {
+        str(m): device for m, device in zip(models, ["cpu", "cpu:0", "cpu"], strict=True)
+    }
+    assert two["model_loads"]["loads"] == dict.fromkeys(map(str, models), 1)
+
+
+@pytest.mark.slow
+def test_adaptive_live_rank_over_two_devices_gives_the_one_device_ranking(tiny_model, tmp_path):
+    """As above on an adaptive pool: each device thread asks through its own task objects."""
+    import test_adaptive_harness
+
+    pools = test_adaptive_harness.write_pool(tmp_path / "pools")
+    models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
+    argv = ["rank", "--adaptive", "--adaptive-items", "3,6", "--tasks", "microbench_pool_toy"]
+    argv += ["--include_path", str(pools), "--tiers", "1-1,2-", "--batch_size", "4", "--no-plots"]
+    for m in models:
+        argv += ["--model_args", test_harness.model_args(m, device=False)]
+    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
+    assert main([*argv, "--devices", "cpu,cpu:0", "--out", str(tmp_path / "two")]) == 0
+    one, two = (json.loads((tmp_path / k / "ranking.json").read_text()) for k in ("one", "two"))
+    assert two["ranking"] == one["ranking"] and two["rounds"] == one["rounds"]
+    assert set(two["model_loads"]["devices"].values()) == {"cpu", "cpu:0"}

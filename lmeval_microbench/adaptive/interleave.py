@@ -59,6 +59,28 @@ def refuse_multi_process(environ: Mapping[str, str] = os.environ) -> None:
         )
 
 
+def refuse_engine_per_call(model: str, model_args: str) -> None:
+    """An :class:`InputError` for lm-eval's vLLM model with ``data_parallel_size`` above 1.
+
+    That model starts its data-parallel engines anew inside every call (Ray actors, shut down
+    after the call), and an adaptive run calls the model once per step: the weights would be
+    loaded data_parallel_size times per step. One engine (``data_parallel_size=1``, with
+    ``tensor_parallel_size`` to spread a large model) stays loaded for the whole run.
+    """
+    if model != "vllm":
+        return
+    for part in model_args.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() == "data_parallel_size" and value.strip() not in ("", "1"):
+            raise InputError(
+                f"--model vllm with data_parallel_size={value.strip()}: lm-eval's vLLM model "
+                "starts its data-parallel engines anew in every call, and an adaptive run calls "
+                "the model once per step, so the weights would load again at every step. Use "
+                "data_parallel_size=1 (tensor_parallel_size=N spreads a large model over N "
+                "GPUs), or run one adaptive run per GPU side by side (CUDA_VISIBLE_DEVICES)"
+            )
+
+
 @dataclass
 class TaskRun:
     """One benchmark's run inside an interleaved run: its session, log and answers so far."""

@@ -119,7 +119,7 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------------- run
 def run(args: argparse.Namespace) -> int:
-    from ..adaptive.interleave import refuse_multi_process
+    from ..adaptive.interleave import refuse_engine_per_call, refuse_multi_process
     from ..adaptive.pool_task import SHIPPED_POOLS, pool_task_name
     from ..adaptive.runner import RunOptions, load_pool_task, make_lm
 
@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = [load_pool_task(name, include) for name in names]
     _check_target_se(args.target_se, tasks)
     refuse_multi_process()  # before the model loads
+    refuse_engine_per_call(args.model, args.model_args)
     started = time.perf_counter()
     lm = make_lm(args.model, args.model_args, device=args.device, batch_size=args.batch_size)
     results = _run_all(lm, tasks, options, args)

@@ -114,9 +114,29 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     live.add_argument(
         "--adaptive-items", default="10,20,40", help="items per task at each level (--adaptive)"
     )
+    live.add_argument(
+        "--items-per-step",
+        type=positive_int,
+        default=4,
+        help="--adaptive: K items of each task per step, all tasks in one model call "
+        "(default: 4, as microbench adaptive)",
+    )
+    live.add_argument(
+        "--keep-models",
+        type=positive_int,
+        default=None,
+        help="models kept loaded between rounds (default: as many as the device's free memory "
+        "allows; each let go is logged and loaded again when promoted)",
+    )
     live.add_argument("--batch_size", default="1", help="lm-eval --batch_size (default: 1)")
     live.add_argument(
         "--device", default=None, help="lm-eval --device (default: cuda if there is one, else cpu)"
+    )
+    live.add_argument(
+        "--devices",
+        default=None,
+        help="several devices, e.g. cuda:0,cuda:1: the models are spread over them (round "
+        "robin, each kept on its device) and evaluated on all of them at once",
     )
     parser.add_argument(
         "--tiers",
@@ -294,6 +314,29 @@ def _replay(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     return evaluator, list(population.model_ids), info
 
 
+def devices(args: argparse.Namespace, models: dict[str, str]) -> list[str | None]:
+    """``--devices`` as a list, else ``[--device]`` (None: lm-eval's model chooses)."""
+    from ..errors import InputError
+
+    if args.device is not None and args.devices is not None:
+        raise InputError("give --device or --devices, not both")
+    named = [name for name, text in models.items() if "device=" in text.replace(" ", "")]
+    option = "--device" if args.device is not None else "--devices"
+    if named and (args.device or args.devices) is not None:
+        raise InputError(
+            f"{option} is given, and --model_args of {named[0]!r} names a device too: lm-eval "
+            "takes one; drop device= from the model arguments or the option"
+        )
+    if args.devices is None:
+        return [args.device]
+    listed = split_list(args.devices) or []
+    if not listed or len(set(listed)) != len(listed):
+        raise InputError(
+            f"--devices takes distinct devices such as cuda:0,cuda:1, got {args.devices!r}"
+        )
+    return list(listed)
+
+
 def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     from ..harness import include_path
     from ..rank.live import LiveEvaluator
@@ -301,12 +344,6 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
     models = read_model_args(args)
     if args.adaptive:
         return _adaptive(args, models)
-    from ..adaptive.runner import default_device
-
-    kwargs: dict[str, Any] = {"batch_size": args.batch_size}
-    device = default_device(args.model, args.device, ",".join(models.values()))
-    if device:
-        kwargs["device"] = device
     evaluator = LiveEvaluator(
         models,
         split_list(args.tasks) or [],
@@ -314,7 +351,9 @@ def _live(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
         fractions=numbers(args.fractions, "--fractions", float),
         model=args.model,
         seed=args.seed,
-        lm_eval_kwargs=kwargs,
+        devices=devices(args, models),
+        batch_size=args.batch_size,
+        keep_models=args.keep_models,
     )
     info = {"mode": "live", "model": args.model, "tasks": sorted(evaluator.tasks)}
     return evaluator, list(models), info
@@ -343,8 +382,10 @@ def _adaptive(
         counts=counts,
         model=args.model,
         seed=args.seed,
-        device=args.device,
+        devices=devices(args, models),
         batch_size=args.batch_size,
+        items_per_step=args.items_per_step,
+        keep_models=args.keep_models,
     )
     info = {"mode": "live-adaptive", "model": args.model, "tasks": sorted(evaluator.tasks)}
     return evaluator, list(models), info
@@ -377,6 +418,8 @@ def run(args: argparse.Namespace) -> int:
     truth = info.pop("truth", None)
     options = _options(args)
     ranking = run_rounds(evaluator, models, options)
+    if hasattr(evaluator, "models"):  # live: how often each model was loaded, and why again
+        info["model_loads"] = evaluator.models.summary()
     report(
         ranking,
         info,

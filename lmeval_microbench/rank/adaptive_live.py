@@ -1,11 +1,13 @@
 """Live rounds on adaptive pools: each promotion asks a model more of the items that measure it.
 
 A level is a number of items asked per pool task (``counts``). A model's adaptive run per task
-is kept between rounds as its :class:`~lmeval_microbench.adaptive.engine.AdaptiveSession`; a
-promotion raises the session's item budget to the new count and asks on, so the next pick is
-the one an uninterrupted run would make. Items are asked through lm-eval's model API exactly
-as ``microbench adaptive`` asks them (:func:`~lmeval_microbench.adaptive.runner.ask`), and a
-task's estimate is the pool's (:func:`~lmeval_microbench.adaptive.pool.estimate_pool`).
+is kept between rounds as its :class:`~lmeval_microbench.adaptive.engine.AdaptiveSession`, and
+the model itself stays loaded (:class:`.models.LoadedModels`); a promotion raises the
+sessions' item budget to the new count and asks on, so the next pick is the one an
+uninterrupted run would make. As in ``microbench adaptive``, each step asks the next
+``items_per_step`` items of every task still short of the count in one model call per request
+type (:func:`~lmeval_microbench.adaptive.runner.ask_many`), and a task's estimate is the
+pool's (:func:`~lmeval_microbench.adaptive.pool.estimate_pool`).
 Several tasks are averaged as in :mod:`.live`.
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 from .._types import ItemId
 from ..errors import InputError
 from .live import combine, score_models
+from .models import DeviceModels
 from .rounds import LEVEL, Evaluated, Scored
 
 
@@ -49,19 +52,33 @@ class AdaptiveLiveEvaluator:
         counts: Sequence[int],
         model: str = "hf",
         seed: int = 0,
-        device: str | None = None,
+        devices: Sequence[str | None] = (None,),
         batch_size: str | None = None,
+        items_per_step: int = 1,
+        keep_models: int | None = None,
     ) -> None:
+        from ..adaptive.interleave import refuse_engine_per_call
         from ..adaptive.pool_task import pool_task_name
         from ..adaptive.runner import load_pool_task
 
         if not tasks:
             raise InputError("no pool tasks given (--tasks)")
-        self.model_args, self.model = dict(model_args), model
-        self.device, self.batch_size, self.seed = device, batch_size, seed
+        for args in model_args.values():
+            refuse_engine_per_call(model, args)
+        self.model_args, self.seed, self.items_per_step = dict(model_args), seed, items_per_step
+        if items_per_step < 1:
+            raise InputError(f"items per step must be at least 1, got {items_per_step}")
+        self.models = DeviceModels(
+            model, self.model_args, devices=devices, batch_size=batch_size, keep=keep_models
+        )
         self.tasks = {
             name: load_pool_task(name, include_path) for name in map(pool_task_name, tasks)
         }
+        first, *others = dict.fromkeys(devices)
+        self.tasks_on = {first: self.tasks}  # a step builds requests into its task objects
+        self.tasks_on.update(
+            {d: {name: load_pool_task(name, include_path) for name in self.tasks} for d in others}
+        )
         sizes = {name: len(task.pool.item_ids) for name, task in self.tasks.items()}
         self.counts = check_counts(counts, sizes)
         self.levels = tuple(c * len(self.tasks) for c in self.counts)
@@ -79,45 +96,49 @@ class AdaptiveLiveEvaluator:
                 pool.params,
                 selector=make_selector("maxinfo"),
                 rule=StoppingRule(self.counts[0], None),
+                batch=self.items_per_step,
                 seed=self.seed,
                 prior_mean=pool.state.prior_mean,
                 prior_sd=pool.state.prior_sd,
             )
         return self.sessions[name, task]
 
-    def _advance(self, lm: Any, name: str, task: str, count: int) -> dict[ItemId, float]:
-        """Ask ``name`` on ``task`` until ``count`` items are answered; all answers by item."""
-        from ..adaptive.runner import ask
+    def _advance(self, lm: Any, name: str, count: int) -> dict[str, dict[ItemId, float]]:
+        """Ask ``name`` until every task has ``count`` items answered, all tasks in each step;
+        every answer so far by task and item."""
+        from ..adaptive.runner import ask_many
         from ..adaptive.stopping import StoppingRule
 
-        pool_task = self.tasks[task]
-        item_ids = pool_task.pool.params.item_ids
-        session = self._session(name, task)
-        session.rule = StoppingRule(count, None)
-        while session.stop_reason() is None:
-            chosen = session.propose()[0]
-            answers = ask(lm, pool_task, [item_ids[k] for k in chosen])
-            session.record(chosen[None, :], np.array([[answer.score for answer in answers]]))
-        asked = np.flatnonzero(session.asked[0])
-        return {item_ids[k]: float(session.scores[0, k]) for k in asked}
+        tasks = self.tasks_on[self.models.device_of[name]]
+        sessions = {task: self._session(name, task) for task in tasks}
+        for session in sessions.values():
+            session.rule = StoppingRule(count, None)
+        while running := [t for t, s in sessions.items() if s.stop_reason() is None]:
+            chosen = {task: sessions[task].propose()[0] for task in running}
+            batches = [
+                (tasks[task], [tasks[task].pool.params.item_ids[k] for k in positions])
+                for task, positions in chosen.items()
+            ]
+            answered = ask_many(lm, batches)
+            for (task, positions), answers in zip(chosen.items(), answered, strict=True):
+                scores = np.array([[answer.score for answer in answers]])
+                sessions[task].record(positions[None, :], scores)
+        return {task: self._answers(session) for task, session in sessions.items()}
 
-    def _estimate(self, lm: Any, name: str, level: int) -> Scored:
+    def _answers(self, session: Any) -> dict[ItemId, float]:
+        item_ids = session.params.item_ids
+        return {item_ids[k]: float(session.scores[0, k]) for k in np.flatnonzero(session.asked[0])}
+
+    def _score(self, name: str, level: int) -> Scored:
         from ..adaptive.pool import estimate_pool
 
+        answered = self._advance(self.models.get(name), name, self.counts[level])
         parts = []
         for task, pool_task in self.tasks.items():
-            answers = self._advance(lm, name, task, self.counts[level])
-            estimate = estimate_pool(pool_task.pool, answers, LEVEL)
+            estimate = estimate_pool(pool_task.pool, answered[task], LEVEL)
             parts.append(Scored(estimate.value, estimate.lower, estimate.upper))
         return combine(parts)
 
-    def _score(self, name: str, level: int) -> Scored:
-        from ..adaptive.runner import make_lm
-
-        lm = make_lm(
-            self.model, self.model_args[name], device=self.device, batch_size=self.batch_size
-        )
-        return self._estimate(lm, name, level)
-
     def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
-        return score_models(models, self.levels, level, lambda name: self._score(name, level))
+        score = lambda name: self._score(name, level)  # noqa: E731
+        return score_models(models, self.levels, level, score, self.models)

@@ -3,7 +3,8 @@
 The tasks (shipped or a user's micro task folder) hold only their subset items, so a level
 is a share of each task's documents: nested prefixes of one seeded random order per task.
 A promotion runs ``lm_eval.simple_evaluate`` with ``samples={task: new document indices}``
-and keeps every item score it logged; a model's estimate at a level is its bundle
+on the model as loaded once for the whole ranking (:class:`.models.LoadedModels`) and keeps
+every item score it logged; a model's estimate at a level is its bundle
 estimator's on the items scored so far, the rest imputed from the bundle's IRT model
 (``allow_missing``, see ``estimators.missing``). Several tasks are averaged, as the Open LLM
 Leaderboard averages its benchmarks, with independent errors combined per side.
@@ -14,7 +15,9 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -24,6 +27,7 @@ from tqdm.auto import tqdm
 
 from ..bundle import Bundle
 from ..errors import InputError
+from .models import DeviceModels, LoadGate
 from .rounds import LEVEL, Evaluated, Scored
 
 ALLOW_MISSING = {"microbench_allow_missing": True}
@@ -108,10 +112,15 @@ class LiveEvaluator:
         fractions: Sequence[float],
         model: str = "hf",
         seed: int = 0,
-        lm_eval_kwargs: Mapping[str, Any] | None = None,
+        devices: Sequence[str | None] = (None,),
+        batch_size: str | None = None,
+        keep_models: int | None = None,
     ) -> None:
-        self.model_args, self.model = dict(model_args), model
+        self.model_args = dict(model_args)
         self.manager, self.tasks = load_tasks(tasks, include_path)
+        first, *others = dict.fromkeys(devices)
+        self.manager_on = {first: self.manager}  # one per device: threads share no task state
+        self.manager_on.update({d: load_tasks(tasks, include_path)[0] for d in others})
         fractions = check_fractions(fractions)
         rng = np.random.default_rng(seed)
         self.order = {t: rng.permutation(info.n_docs) for t, info in self.tasks.items()}
@@ -119,7 +128,9 @@ class LiveEvaluator:
         self.levels = tuple(
             int(sum(c[k] for c in self.counts.values())) for k in range(len(fractions))
         )
-        self.kwargs = dict(lm_eval_kwargs or {})
+        self.models = DeviceModels(
+            model, self.model_args, devices=devices, batch_size=batch_size, keep=keep_models
+        )
         self.scores: dict[str, dict[str, dict[str, float]]] = {}
         self.level_of: dict[str, int] = {}
 
@@ -135,13 +146,11 @@ class LiveEvaluator:
         from ..harness import lmeval_api
 
         return lmeval_api.simple_evaluate(
-            model=self.model,
-            model_args=self.model_args[name],
+            model=self.models.get(name),
             tasks=list(docs),
-            task_manager=self.manager,
+            task_manager=self.manager_on[self.models.device_of[name]],
             samples=docs,
             log_samples=True,
-            **self.kwargs,
         )
 
     def _check_versions(self, results: Mapping[str, Any]) -> None:
@@ -178,27 +187,74 @@ class LiveEvaluator:
         return self._estimate(name)
 
     def evaluate(self, models: Sequence[str], level: int) -> Evaluated:
-        return score_models(models, self.levels, level, lambda name: self._score(name, level))
+        score = lambda name: self._score(name, level)  # noqa: E731
+        return score_models(models, self.levels, level, score, self.models)
 
 
 def score_models(
-    models: Sequence[str], levels: Sequence[int], level: int, score: Callable[[str], Scored]
+    models: Sequence[str],
+    levels: Sequence[int],
+    level: int,
+    score: Callable[[str], Scored],
+    loaded: DeviceModels | None = None,
 ) -> Evaluated:
     """Every model through ``score``; one that raises is reported with why, the rest go on.
+
+    With models on several devices (``loaded.device_of``), one thread per device scores its
+    models one after another, so the devices work at once (PyTorch releases the interpreter
+    lock in its kernels); each model is loaded first, alone (:class:`.models.LoadGate`). The
+    results are those of one after another, in the order given.
 
     lm-eval's own progress bars are per task; this one says where the round is: a bar on a
     terminal, else (a log file, a cluster job) a line per model, so a long round is never
     silent.
     """
-    out = Evaluated()
     label = f"level {level + 1}/{len(levels)} ({levels[level]} items)"
     bar = sys.stderr.isatty()
-    for number, name in enumerate(tqdm(models, desc=label, unit="model", disable=not bar), 1):
-        try:
-            out.scores[name] = score(name)
-        except Exception as exc:  # a failed model is reported, not fatal
-            out.failures[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        if not bar:
-            done = "failed" if name in out.failures else "done"
-            print(f"{label}: model {number} of {len(models)} {done}: {name}", file=sys.stderr)
-    return out
+    progress = tqdm(total=len(models), desc=label, unit="model", disable=not bar)
+    lock = threading.Lock()
+    scores: dict[str, Scored] = {}
+    failures: dict[str, str] = {}
+
+    def record(name: str, result: Scored | None, error: str | None) -> None:
+        with lock:
+            if result is not None:
+                scores[name] = result
+            else:
+                failures[name] = str(error)
+            progress.update(1)
+            if not bar:
+                count = f"model {len(scores) + len(failures)} of {len(models)}"
+                done = "failed" if error else "done"
+                print(f"{label}: {count} {done}: {name}", file=sys.stderr)
+
+    gate = LoadGate()
+
+    def run(names: Sequence[str], together: bool) -> None:
+        for name in names:
+            try:
+                if together:  # load alone, then evaluate beside the other devices
+                    if not loaded.is_loaded(name):
+                        with gate.loading():
+                            loaded.get(name)
+                    with gate.evaluating():
+                        result = score(name)
+                else:
+                    result = score(name)
+                record(name, result, None)
+            except Exception as exc:  # a failed model is reported, not fatal
+                record(name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
+    groups: dict[str | None, list[str]] = {}
+    for name in models:
+        groups.setdefault(None if loaded is None else loaded.device_of[name], []).append(name)
+    if len(groups) == 1:
+        run(models, together=False)
+    else:
+        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+            list(pool.map(lambda names: run(names, together=True), groups.values()))
+    progress.close()
+    return Evaluated(
+        {m: scores[m] for m in models if m in scores},
+        {m: failures[m] for m in models if m in failures},
+    )
