@@ -316,6 +316,12 @@ def report(path: Path, out: Path, earlier: Path | None = None, threads: Path | N
     lines = [
         "# Adaptive runs and live ranking on a GPU (`tools/bench_gpu.py`)",
         "",
+        "Commands: on the GPU machine `python tools/bench_gpu.py run --assets .gpu/assets "
+        "--out OUT` (and `--threads-on-one-device` for run 3), after `python "
+        "tools/bench_gpu.py prepare .gpu/assets` here; then `python tools/bench_gpu.py report "
+        "bench/gpu_runs/second.json --earlier bench/gpu_runs/first_without_warmup.json "
+        "--threads bench/gpu_runs/threads_on_one_gpu.json`.",
+        "",
         f"Card: {result['device']} (torch {result['torch']}), lm-eval `hf` model, bf16, "
         f"batch size {result['batch_size']}. Models: SmolLM2-135M's architecture and tokenizer "
         "with random weights, and the same at SmolLM2-1.7B's shapes; the generative pool "
