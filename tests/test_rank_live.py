@@ -300,18 +300,23 @@ def test_devices_refuse_a_device_named_in_model_args(capsys):
     assert "--device is given, and --model_args of 'a'" in capsys.readouterr().err
 
 
+def rank_on_one_and_two_devices(argv: list[str], models: list, tmp_path: Path) -> list[dict]:
+    """``ranking.json`` of the same ranking on one device and on two (lm-eval's hf model reads
+    'cpu:0' as the CPU, so a CPU machine has two 'devices', one thread each)."""
+    for m in models:
+        argv = [*argv, "--model_args", test_harness.model_args(m, device=False)]
+    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
+    assert main([*argv, "--devices", "cpu,cpu:0", "--out", str(tmp_path / "two")]) == 0
+    return [json.loads((tmp_path / k / "ranking.json").read_text()) for k in ("one", "two")]
+
+
 @pytest.mark.slow
 def test_live_rank_over_two_devices_gives_the_one_device_ranking(tiny_model, toy_suite, tmp_path):
-    """Two 'devices' on a CPU machine (lm-eval's hf model reads 'cpu:0' as the CPU): the
-    models are spread over two threads and the ranking is the one of one device."""
+    """The models are spread over two threads and the ranking is the one of one device."""
     models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
     argv = ["rank", "--tasks", test_harness.TASK, "--include_path", str(toy_suite)]
     argv += ["--fractions", "0.4,1", "--tiers", "1-1,2-", "--batch_size", "4", "--no-plots"]
-    for m in models:
-        argv += ["--model_args", test_harness.model_args(m, device=False)]
-    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
-    assert main([*argv, "--devices", "cpu,cpu:0", "--out", str(tmp_path / "two")]) == 0
-    one, two = (json.loads((tmp_path / k / "ranking.json").read_text()) for k in ("one", "two"))
+    one, two = rank_on_one_and_two_devices(argv, models, tmp_path)
     assert two["ranking"] == one["ranking"] and two["rounds"] == one["rounds"]
     assert two["model_loads"]["devices"] == {
         str(m): device for m, device in zip(models, ["cpu", "cpu:0", "cpu"], strict=True)
@@ -328,10 +333,6 @@ def test_adaptive_live_rank_over_two_devices_gives_the_one_device_ranking(tiny_m
     models = [tiny_model] + [reseeded(tiny_model, s, tmp_path / f"m{s}") for s in (1, 2)]
     argv = ["rank", "--adaptive", "--adaptive-items", "3,6", "--tasks", "microbench_pool_toy"]
     argv += ["--include_path", str(pools), "--tiers", "1-1,2-", "--batch_size", "4", "--no-plots"]
-    for m in models:
-        argv += ["--model_args", test_harness.model_args(m, device=False)]
-    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "one")]) == 0
-    assert main([*argv, "--devices", "cpu,cpu:0", "--out", str(tmp_path / "two")]) == 0
-    one, two = (json.loads((tmp_path / k / "ranking.json").read_text()) for k in ("one", "two"))
+    one, two = rank_on_one_and_two_devices(argv, models, tmp_path)
     assert two["ranking"] == one["ranking"] and two["rounds"] == one["rounds"]
     assert set(two["model_loads"]["devices"].values()) == {"cpu", "cpu:0"}

@@ -156,6 +156,20 @@ def test_extrapolation_targets_are_exactly_the_top_fifth(synthetic):
     assert len({s.irt_seed for s in splits}) == 1
 
 
+def test_weakest_targets_are_exactly_the_bottom_fifth(synthetic):
+    from lmeval_microbench.reliability import weakest_splits
+
+    matrix, truth = synthetic
+    splits = list(weakest_splits(matrix, truth, repeats=2, seed=0))
+    cutoff = np.sort(truth)[29]
+    for split in splits:
+        assert split.target.n_models == 30 and split.protocol == "weak"
+        assert split.target_truth.max() <= split.source_truth.min()
+        assert split.target_truth.max() == cutoff
+    assert splits[0].target.model_ids == splits[1].target.model_ids
+    assert splits[0].selection_seed != splits[1].selection_seed
+
+
 def test_holdout_split_uses_every_main_model_as_source(synthetic):
     matrix, truth = synthetic
     main = matrix.select_models(matrix.model_ids[:100])

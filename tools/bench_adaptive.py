@@ -1,10 +1,11 @@
 """Adaptive evaluation replayed on Open LLM Leaderboard v1 answers: bench/adaptive.{md,json,png}.
 
 Per benchmark and protocol (``random``: 80/20 model split; ``extrapolation``: the strongest
-fifth as targets, from :mod:`lmeval_microbench.reliability`), a pool is built on the source
-models only (:func:`lmeval_microbench.adaptive.pool.fit_adaptive_state`: IRT, ``kridge`` score
-map, bands from cross-fitted replays) and held-out target models are replayed through the
-adaptive loop (their recorded answers are looked up). Reported at 10, 25 and 50 items: MAE,
+fifth as targets; ``weak``: the weakest fifth; from :mod:`lmeval_microbench.reliability`), a
+pool is built on the source models only
+(:func:`lmeval_microbench.adaptive.pool.fit_adaptive_state`: IRT, ``kridge`` score map, bands
+from cross-fitted replays) and held-out target models are replayed through the adaptive loop
+(their recorded answers are looked up). Reported at 10, 25 and 50 items: MAE,
 RMSE, Kendall tau, MDAD, 90 % coverage for max-information selection, and for randomesque
 selection (top 5) the same over ``--repeats`` seeds plus the spread of a model's estimate
 across seeds and the largest item exposure. Beside them, on the same split and the same target
@@ -17,6 +18,7 @@ random split.
 
     python tools/bench_adaptive.py                        # all six (long: a pool fit each)
     python tools/bench_adaptive.py --benchmarks mmlu --max-targets 200
+    python tools/bench_adaptive.py --protocols weak   # adds a protocol to bench/adaptive.json
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ from lmeval_microbench.reliability import (
     kendall_tau,
     mdad,
     random_splits,
+    weakest_splits,
 )
 from lmeval_microbench.reliability.evaluate import all_items_subset, select_items
 from lmeval_microbench.selection import make_selector
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (10, 25, 50)
+PROTOCOLS = ("random", "extrapolation", "weak")
 BATCHES = (1, 4, 16)
 FLUID_CLAIM = (
     "Fluid Benchmarking (Hofmann et al. 2025, arXiv 2509.11106, abstract): 'higher validity "
@@ -207,7 +211,7 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for bm, per in results.items():
-        for protocol in ("random", "extrapolation"):
+        for protocol in PROTOCOLS:
             if protocol not in per:
                 continue
             row = per[protocol]
@@ -244,11 +248,13 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
                 f"extrapolation 50 items {m50:.2f} (whole pool {floor:.2f}): "
                 f"{'met' if m50 <= 1.5 else 'missed'}"
             )
+        if "weak" in per:
+            weak = per["weak"]["maxinfo"]["50"]
+            checks.append(
+                f"weakest fifth 50 items {weak['mae']:.2f}, cov90 {weak['coverage90']:.2f}"
+            )
         covs = [
-            per[p]["maxinfo"][str(n)]["coverage90"]
-            for p in ("random", "extrapolation")
-            if p in per
-            for n in BUDGETS
+            per[p]["maxinfo"][str(n)]["coverage90"] for p in PROTOCOLS if p in per for n in BUDGETS
         ]
         checks.append(f"cov90 {min(covs):.2f}-{max(covs):.2f}")
         lines.append(f"- {bm}: " + "; ".join(checks))
@@ -272,7 +278,7 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
         "",
     ]
     for bm, per in results.items():
-        for protocol in ("random", "extrapolation"):
+        for protocol in PROTOCOLS:
             if protocol in per:
                 row = per[protocol]
                 lines.append(
@@ -294,8 +300,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, protocol in zip(axes, ("random", "extrapolation"), strict=True):
+    shown = [p for p in PROTOCOLS if any(p in per for per in results.values())]
+    fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), sharey=True)
+    for ax, protocol in zip(axes, shown, strict=True):
         for bm, per in results.items():
             if protocol in per:
                 ys = [per[protocol]["maxinfo"][str(n)]["mae"] for n in BUDGETS]
@@ -370,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
             "recipe": f"{d['method']} + {d['estimator']}",
         }
         for protocol in args.protocols.split(","):
-            make = random_splits if protocol == "random" else extrapolation_splits
+            make = {
+                "random": random_splits,
+                "extrapolation": extrapolation_splits,
+                "weak": weakest_splits,
+            }[protocol]
             split = next(make(matrix, truth, repeats=1, seed=args.seed))
             per[protocol] = run_protocol(split, args, d)
             print(
@@ -380,8 +391,11 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             results[bm] = per
+            command = "python tools/bench_adaptive.py " + " ".join(argv or sys.argv[1:])
+            if "config" in saved:  # protocols or benchmarks added to an earlier run's report
+                command = saved["config"]["command"] + " (+ " + command.split("py ", 1)[1] + ")"
             config = {
-                "command": "python tools/bench_adaptive.py " + " ".join(argv or sys.argv[1:]),
+                "command": command,
                 "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "max_targets": args.max_targets,
                 "repeats": args.repeats,

@@ -11,9 +11,10 @@ memory (``--keep-models``; 1 loads each model anew whenever another was used in 
 With several devices (``--devices cuda:0,cuda:1``), :class:`DeviceModels` gives each model a
 device for the whole ranking (round robin in the order the models were given, so a kept model
 is found where it was loaded) and keeps a :class:`LoadedModels` per device. The devices work
-at once, one thread each, but a load runs alone (:class:`LoadGate`): loading a model changes
-process-wide settings (transformers' default dtype, accelerate's empty-weight patches), and
-two threads loading at once gave other log-likelihoods, even NaN, in a test.
+at once, one thread each, but a load runs alone (:class:`LoadGate`): in a test, threads
+loading beside each other's work gave other log-likelihoods, even NaN (which process-wide
+state a Hugging Face load touches was not pinned down); with loads alone, every estimate
+equals one thread's.
 """
 
 from __future__ import annotations

@@ -129,6 +129,7 @@ from .splits import (
     random_splits,
     split_sizes,
     top_rows,
+    weakest_splits,
 )
 
 __all__ = [
@@ -202,4 +203,5 @@ __all__ = [
     "summarise",
     "table_notes",
     "top_rows",
+    "weakest_splits",
 ]

@@ -115,15 +115,41 @@ def extrapolation_splits(
 ) -> Iterator[Split]:
     """The best ``share`` of models as targets, the rest as sources; repeats vary the selection."""
     target_rows = top_rows(truth, n_targets(matrix.n_models, share))
+    return _fixed_target_splits(matrix, truth, target_rows, "extrapolation", repeats, seed)
+
+
+def weakest_splits(
+    matrix: ResponseMatrix,
+    truth: np.ndarray,
+    *,
+    repeats: int,
+    seed: SeedLike,
+    share: float = TARGET_SHARE,
+) -> Iterator[Split]:
+    """The weakest ``share`` of models as targets, the rest as sources (near-random models
+    below every source: the case the guard's downward folds are for)."""
+    target_rows = top_rows(-np.asarray(truth), n_targets(matrix.n_models, share))
+    return _fixed_target_splits(matrix, truth, target_rows, "weak", repeats, seed)
+
+
+def _fixed_target_splits(
+    matrix: ResponseMatrix,
+    truth: np.ndarray,
+    target_rows: np.ndarray,
+    protocol: str,
+    repeats: int,
+    seed: SeedLike,
+) -> Iterator[Split]:
+    """The same targets ``repeats`` times; the repeats vary the selection seed only."""
     seeds = _seed_pairs(seed, repeats)
     for repeat, (selection_seed, _) in enumerate(seeds):
         yield _make_split(
             matrix,
             truth,
             target_rows,
-            protocol="extrapolation",
+            protocol=protocol,
             repeat=repeat,
-            key="extrapolation",
+            key=protocol,
             seeds=(selection_seed, seeds[0][1]),
         )
 
