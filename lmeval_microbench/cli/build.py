@@ -70,6 +70,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_responses(
         parser, required=False, help="response matrix of the source models (.parquet or .csv)"
     )
+    _add_recipe_options(parser)
+    _add_score_options(parser)
+    _add_bundle_options(parser)
+    add_out(
+        parser,
+        "bundle folder to write, or with --task the task folder (other files in it stay)",
+        required=True,
+    )
+    add_seed(parser)
+    _add_task_options(parser.add_argument_group("an lm-eval task folder (--task)"))
+    parser.set_defaults(run=run)
+
+
+def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
+    """Which items and how many: method, budget, the automatic choice, audit items."""
     parser.add_argument(
         "--method",
         type=method_or_auto,
@@ -112,6 +127,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "the model's answers on them, without assumptions about the model; default 0; at "
         "least 2 when used)",
     )
+
+
+def _add_score_options(parser: argparse.ArgumentParser) -> None:
+    """The truth the estimators learn and which estimators are fitted."""
     parser.add_argument(
         "--scores", help="CSV/parquet of true full-benchmark scores (default: matrix row means)"
     )
@@ -140,6 +159,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "cross-validated error on the source models)",
     )
     add_irt_model(parser)
+
+
+def _add_bundle_options(parser: argparse.ArgumentParser) -> None:
+    """What the bundle says about itself: names, metric, dataset, licence, chance level."""
     parser.add_argument(
         "--benchmark",
         help="benchmark name, e.g. mmlu (required unless --task, whose name is the default)",
@@ -165,13 +188,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="probability of a right answer by guessing, for the person-fit check, e.g. 0.25 "
         "for four choices (default: each item's rate among the weakest 5%% of source models)",
     )
-    add_out(
-        parser,
-        "bundle folder to write, or with --task the task folder (other files in it stay)",
-        required=True,
-    )
-    add_seed(parser)
-    task = parser.add_argument_group("an lm-eval task folder (--task)")
+
+
+def _add_task_options(task: argparse._ArgumentGroup) -> None:
     task.add_argument(
         "--task", help="the original lm-eval task: its name, or the path of its YAML file"
     )
@@ -194,7 +213,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=1234,
         help="the --fewshot_random_seed of the matrix's runs (default: lm-eval's 1234)",
     )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

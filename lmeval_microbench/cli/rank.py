@@ -63,7 +63,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay = parser.add_argument_group("replay over a response matrix")
+    _add_replay_options(parser.add_argument_group("replay over a response matrix"))
+    _add_live_options(parser.add_argument_group("live lm-eval runs"))
+    _add_round_options(parser)
+    _add_cluster_options(
+        parser.add_argument_group(
+            "cluster rounds (live): each round as lm_eval commands that any scheduler runs"
+        )
+    )
+    add_out(parser, "folder for ranking.json, ranking.md and rank_intervals.png")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
+    add_seed(parser)
+    parser.set_defaults(run=run)
+
+
+def _add_replay_options(replay: argparse._ArgumentGroup) -> None:
     add_responses(replay, required=False)
     replay.add_argument("--scores", help="true full-benchmark scores (default: row means)")
     replay.add_argument(
@@ -96,7 +110,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     add_irt_model(replay)
     replay.add_argument("--levels", help="increasing item counts (default: doubling to all)")
-    live = parser.add_argument_group("live lm-eval runs")
+
+
+def _add_live_options(live: argparse._ArgumentGroup) -> None:
     live.add_argument("--model", default="hf", help="lm-eval model type (default: hf)")
     live.add_argument("--model_args", action="append", default=[], help="one model (repeat)")
     live.add_argument("--model-args-file", help="file with one --model_args string per line")
@@ -138,6 +154,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="several devices, e.g. cuda:0,cuda:1: the models are spread over them (round "
         "robin, each kept on its device) and evaluated on all of them at once",
     )
+
+
+def _add_round_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tiers",
         default=None,
@@ -165,9 +184,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="level of the rank intervals (default: 0.9)",
     )
     parser.add_argument("--full-items", type=positive_int, help="items of the full benchmarks")
-    cluster = parser.add_argument_group(
-        "cluster rounds (live): each round as lm_eval commands that any scheduler runs"
-    )
+
+
+def _add_cluster_options(cluster: argparse._ArgumentGroup) -> None:
     cluster.add_argument(
         "--plan-round",
         metavar="DIR",
@@ -190,10 +209,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="with --resume: rank without the models whose output is missing or wrong "
         "(reported as failed, as a model whose in-process run fails) instead of stopping",
     )
-    add_out(parser, "folder for ranking.json, ranking.md and rank_intervals.png")
-    parser.add_argument("--no-plots", action="store_true", help="do not draw the PNG plot")
-    add_seed(parser)
-    parser.set_defaults(run=run)
 
 
 def model_name(model_args: str) -> str:
