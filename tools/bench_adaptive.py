@@ -301,7 +301,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     shown = [p for p in PROTOCOLS if any(p in per for per in results.values())]
-    fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), sharey=True)
+    fig, grid = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), sharey=True, squeeze=False)
+    axes = grid[0]
     for ax, protocol in zip(axes, shown, strict=True):
         for bm, per in results.items():
             if protocol in per:

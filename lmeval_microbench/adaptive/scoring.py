@@ -168,6 +168,10 @@ class ScoreMap:
     bands: tuple[Band, ...] = ()
     imputation: str = "shifted"
     """How unasked items are filled in before :meth:`predict` (:func:`.estimation.impute`)."""
+    below: tuple[tuple[Band, ...], ...] = ()
+    """Bands of the downward folds (the weakest source models, fitted on others), one set per
+    fold: at a prediction up to ``below_top`` the interval is at least as wide as each's."""
+    below_top: float | None = None
 
     @classmethod
     def fit(
@@ -226,14 +230,41 @@ class ScoreMap:
     ) -> ScoreMap:
         """The same map with a band per checkpoint from cross-fitted predictions and spans."""
         bands = tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
-        return ScoreMap(self.estimator, bands, self.imputation)
+        return ScoreMap(self.estimator, bands, self.imputation, self.below, self.below_top)
 
-    def band_for(self, n_items: int) -> Band:
+    def with_below(
+        self,
+        folds: Sequence[
+            tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
+        ],
+        truth: np.ndarray,
+        top: float,
+    ) -> ScoreMap:
+        """The same map with a set of downward bands per fold ``(predictions, spans)`` of the
+        models whose true scores are ``truth`` (see ``below``), for predictions up to ``top``."""
+        below = tuple(
+            tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
+            for predictions, spans in folds
+        )
+        return ScoreMap(self.estimator, self.bands, self.imputation, below, float(top))
+
+    def band_for(self, n_items: int, bands: tuple[Band, ...] | None = None) -> Band:
         """The band of the largest checkpoint at most ``n_items`` (the first one below it)."""
-        if not self.bands:
+        bands = self.bands if bands is None else bands
+        if not bands:
             raise InputError("this score map has no interval bands")
-        fitting = [band for band in self.bands if band.n_items <= n_items]
-        return fitting[-1] if fitting else self.bands[0]
+        fitting = [band for band in bands if band.n_items <= n_items]
+        return fitting[-1] if fitting else bands[0]
+
+    def half_width(self, prediction: np.ndarray, n_items: int, level: float) -> np.ndarray:
+        """The band's half-width; below ``below_top``, at least the downward band's."""
+        half = self.band_for(n_items).half_width(prediction, level)
+        if not self.below or self.below_top is None:
+            return half
+        widest = half
+        for bands in self.below:
+            widest = np.maximum(widest, self.band_for(n_items, bands).half_width(prediction, level))
+        return np.where(prediction <= self.below_top, widest, half)
 
     def interval(
         self,
@@ -245,7 +276,7 @@ class ScoreMap:
         """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band."""
         prediction = np.asarray(prediction, dtype=np.float64)
         low, high = (prediction, prediction) if span is None else span
-        half = self.band_for(n_items).half_width(prediction, level)
+        half = self.half_width(prediction, n_items, level)
         low = np.minimum(np.asarray(low, dtype=np.float64), prediction) - half
         high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
@@ -253,13 +284,28 @@ class ScoreMap:
     def bands_to_list(self) -> list[dict[str, Any]]:
         return [band.to_dict() for band in self.bands]
 
+    def below_to_dict(self) -> dict[str, Any] | None:
+        """The downward bands for the pool state (None: a map without them)."""
+        if not self.below or self.below_top is None:
+            return None
+        folds = [[band.to_dict() for band in bands] for bands in self.below]
+        return {"top": self.below_top, "folds": folds}
+
     @classmethod
     def from_parts(
         cls,
         estimator: ScoreEstimator,
         bands: Sequence[Mapping[str, Any]],
         imputation: str = "posterior",
+        below: Mapping[str, Any] | None = None,
     ) -> ScoreMap:
         if imputation not in IMPUTATIONS:
             raise InputError(f"unknown imputation {imputation!r}; expected one of {IMPUTATIONS}")
-        return cls(estimator, tuple(Band.from_dict(b) for b in bands), imputation)
+        down = below or {}
+        return cls(
+            estimator,
+            tuple(Band.from_dict(b) for b in bands),
+            imputation,
+            tuple(tuple(Band.from_dict(b) for b in fold) for fold in down.get("folds", ())),
+            None if not down else float(down["top"]),
+        )
