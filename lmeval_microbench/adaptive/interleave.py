@@ -36,6 +36,7 @@ from .runner import (
     TaskResult,
     ask_many,
     check_resumed_log,
+    model_arg,
     resume_steps,
 )
 from .selection import make_selector
@@ -67,18 +68,15 @@ def refuse_engine_per_call(model: str, model_args: str) -> None:
     loaded data_parallel_size times per step. One engine (``data_parallel_size=1``, with
     ``tensor_parallel_size`` to spread a large model) stays loaded for the whole run.
     """
-    if model != "vllm":
-        return
-    for part in model_args.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == "data_parallel_size" and value.strip() not in ("", "1"):
-            raise InputError(
-                f"--model vllm with data_parallel_size={value.strip()}: lm-eval's vLLM model "
-                "starts its data-parallel engines anew in every call, and an adaptive run calls "
-                "the model once per step, so the weights would load again at every step. Use "
-                "data_parallel_size=1 (tensor_parallel_size=N spreads a large model over N "
-                "GPUs), or run one adaptive run per GPU side by side (CUDA_VISIBLE_DEVICES)"
-            )
+    value = model_arg(model_args, "data_parallel_size")
+    if model == "vllm" and value not in (None, "", "1"):
+        raise InputError(
+            f"--model vllm with data_parallel_size={value}: lm-eval's vLLM model "
+            "starts its data-parallel engines anew in every call, and an adaptive run calls "
+            "the model once per step, so the weights would load again at every step. Use "
+            "data_parallel_size=1 (tensor_parallel_size=N spreads a large model over N "
+            "GPUs), or run one adaptive run per GPU side by side (CUDA_VISIBLE_DEVICES)"
+        )
 
 
 @dataclass

@@ -174,6 +174,15 @@ def _unparsed(task: Any, doc: Any, filtered: list[Any]) -> bool:
     return GSM8K_ANSWER.search(str(filtered[0])) is None
 
 
+def model_arg(model_args: str, key: str) -> str | None:
+    """The value of ``key`` in a ``--model_args`` string (``k=v,k2=v2``), or None if absent."""
+    for part in model_args.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    return None
+
+
 def default_device(model: str, device: str | None, model_args: str = "") -> str | None:
     """``device``, else for lm-eval's ``hf`` model the GPU when there is one, else the CPU.
 
@@ -182,7 +191,7 @@ def default_device(model: str, device: str | None, model_args: str = "") -> str 
     have to know to pass ``--device cpu``. A device named in ``model_args`` is left alone
     (lm-eval refuses it given twice).
     """
-    named = any(part.strip().startswith("device=") for part in model_args.split(","))
+    named = model_arg(model_args, "device") is not None
     if device is not None or named or model not in ("hf", "hf-auto", "huggingface"):
         return device
     import torch

@@ -213,11 +213,9 @@ def _add_cluster_options(cluster: argparse._ArgumentGroup) -> None:
 
 def model_name(model_args: str) -> str:
     """A model's name: its ``pretrained=`` value, else the whole ``--model_args`` string."""
-    for part in model_args.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == "pretrained" and value.strip():
-            return value.strip()
-    return model_args.strip()
+    from ..adaptive.runner import model_arg
+
+    return model_arg(model_args, "pretrained") or model_args.strip()
 
 
 def read_model_args_file(path: str) -> list[tuple[int, str]]:
@@ -331,11 +329,12 @@ def _replay(args: argparse.Namespace) -> tuple[Any, list[str], dict[str, Any]]:
 
 def devices(args: argparse.Namespace, models: dict[str, str]) -> list[str | None]:
     """``--devices`` as a list, else ``[--device]`` (None: lm-eval's model chooses)."""
+    from ..adaptive.runner import model_arg
     from ..errors import InputError
 
     if args.device is not None and args.devices is not None:
         raise InputError("give --device or --devices, not both")
-    named = [name for name, text in models.items() if "device=" in text.replace(" ", "")]
+    named = [name for name, text in models.items() if model_arg(text, "device") is not None]
     option = "--device" if args.device is not None else "--devices"
     if named and (args.device or args.devices) is not None:
         raise InputError(

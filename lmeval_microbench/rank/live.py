@@ -230,20 +230,22 @@ def score_models(
 
     gate = LoadGate()
 
+    def attempt(name: str, together: bool) -> Scored:
+        if not together:
+            return score(name)
+        if not loaded.is_loaded(name):  # load alone, then evaluate beside the other devices
+            with gate.loading():
+                loaded.get(name)
+        with gate.evaluating():
+            return score(name)
+
     def run(names: Sequence[str], together: bool) -> None:
         for name in names:
             try:
-                if together:  # load alone, then evaluate beside the other devices
-                    if not loaded.is_loaded(name):
-                        with gate.loading():
-                            loaded.get(name)
-                    with gate.evaluating():
-                        result = score(name)
-                else:
-                    result = score(name)
-                record(name, result, None)
+                result, error = attempt(name, together), None
             except Exception as exc:  # a failed model is reported, not fatal
-                record(name, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                result, error = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            record(name, result, error)
 
     groups: dict[str | None, list[str]] = {}
     for name in models:
