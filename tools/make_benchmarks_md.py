@@ -27,6 +27,7 @@ SECTIONS = [
     ("populations.md", "tools/bench_populations.py"),
     ("conformal_ties.md", "tools/bench_conformal_ties.py"),
     ("ours.md", "tools/eval_ours.py"),
+    ("shipped_guard.md", "tools/bench_shipped_guard.py"),
     ("joint.md", "tools/eval_joint.py"),
     ("joint_shipped.md", "tools/eval_joint.py"),
     ("missing.md", "tools/bench_missing.py"),
