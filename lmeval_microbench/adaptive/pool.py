@@ -29,7 +29,7 @@ from ..subset import Subset
 from .estimation import GridPosterior
 from .scoring import ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector
-from .simulate import replay
+from .simulate import ReplayResult, replay
 
 ADAPTIVE = "adaptive"
 """Name of the estimator entry (and of its state's ``estimator`` field) holding the pool state."""
@@ -216,7 +216,7 @@ def _held_out_run(
     marks: tuple[int, ...],
     estimator: str,
     fit_on: np.ndarray | None = None,
-) -> Any:
+) -> ReplayResult:
     """The ``held`` models replayed with the score map fitted on ``fit_on`` (default: the
     other source models)."""
     fit_on = ~held if fit_on is None else fit_on

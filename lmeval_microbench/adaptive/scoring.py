@@ -229,7 +229,7 @@ class ScoreMap:
         truth: np.ndarray,
     ) -> ScoreMap:
         """The same map with a band per checkpoint from cross-fitted predictions and spans."""
-        bands = tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
+        bands = _fit_bands(predictions, spans, truth)
         return ScoreMap(self.estimator, bands, self.imputation, self.below, self.below_top)
 
     def with_below(
@@ -242,10 +242,7 @@ class ScoreMap:
     ) -> ScoreMap:
         """The same map with a set of downward bands per fold ``(predictions, spans)`` of the
         models whose true scores are ``truth`` (see ``below``), for predictions up to ``top``."""
-        below = tuple(
-            tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
-            for predictions, spans in folds
-        )
+        below = tuple(_fit_bands(predictions, spans, truth) for predictions, spans in folds)
         return ScoreMap(self.estimator, self.bands, self.imputation, below, float(top))
 
     def band_for(self, n_items: int, bands: tuple[Band, ...] | None = None) -> Band:
@@ -309,3 +306,12 @@ class ScoreMap:
             tuple(tuple(Band.from_dict(b) for b in fold) for fold in down.get("folds", ())),
             None if not down else float(down["top"]),
         )
+
+
+def _fit_bands(
+    predictions: Mapping[int, np.ndarray],
+    spans: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    truth: np.ndarray,
+) -> tuple[Band, ...]:
+    """One band per checkpoint, in checkpoint order, from cross-fitted predictions and spans."""
+    return tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
