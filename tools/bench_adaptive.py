@@ -1,4 +1,4 @@
-"""Adaptive evaluation replayed on Open LLM Leaderboard v1 answers: bench/adaptive.{md,json,png}.
+"""Adaptive evaluation replayed on Open LLM Leaderboard answers: bench/adaptive.{md,json,png}.
 
 Per benchmark and protocol (``random``: 80/20 model split; ``extrapolation``: the strongest
 fifth as targets; ``weak``: the weakest fifth; from :mod:`lmeval_microbench.reliability`), a
@@ -9,8 +9,10 @@ from cross-fitted replays) and held-out target models are replayed through the a
 RMSE, Kendall tau, MDAD, 90 % coverage for max-information selection, and for randomesque
 selection (top 5) the same over ``--repeats`` seeds plus the spread of a model's estimate
 across seeds and the largest item exposure. Beside them, on the same split and the same target
-models: the shipped static recipe (method, estimator and budget from ``bench/defaults.json``)
-fitted on the split's sources; the whole pool through the pool's score map (every item
+models: the shipped static recipe (method, estimator and budget from ``bench/defaults.json``
+for v1, from the shipped micro task's bundle for v2's ``ifeval`` and ``musr``, whole
+benchmarks whose full score is the mean over the pool) fitted on the split's sources; the
+whole pool through the pool's score map (every item
 answered: the best an adaptive run of this pool can reach); and the MAE of the unshifted
 imputation (version 1 pools, :func:`lmeval_microbench.adaptive.estimation.impute`). The cost of
 asking K = 1, 4, 16 items per step (fewer, larger batches for an accelerator) is measured on the
@@ -19,6 +21,7 @@ random split.
     python tools/bench_adaptive.py                        # all six (long: a pool fit each)
     python tools/bench_adaptive.py --benchmarks mmlu --max-targets 200
     python tools/bench_adaptive.py --protocols weak   # adds a protocol to bench/adaptive.json
+    python tools/bench_adaptive.py --benchmarks ifeval,musr --protocols random,extrapolation,weak
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from bench_reliability import load_openllm
 from lmeval_microbench.adaptive.pool import fit_adaptive_state
 from lmeval_microbench.adaptive.selection import MaxInfoSelector, RandomesqueSelector
 from lmeval_microbench.adaptive.simulate import exposure, replay
+from lmeval_microbench.bundle.io import load_bundle
 from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.reliability import (
     complete_models,
@@ -51,9 +55,12 @@ from lmeval_microbench.reliability import (
     weakest_splits,
 )
 from lmeval_microbench.reliability.evaluate import all_items_subset, select_items
+from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
 
 REPO = Path(__file__).resolve().parents[1]
+V2 = ("ifeval", "musr")
+V2_TASKS = REPO / "lmeval_microbench" / "task_configs" / "openllm_v2"
 BUDGETS = (10, 25, 50)
 PROTOCOLS = ("random", "extrapolation", "weak")
 BATCHES = (1, 4, 16)
@@ -65,6 +72,23 @@ FLUID_CLAIM = (
     "saturation, not the error of a full-benchmark score on held-out models, so no number of "
     "theirs is comparable with the tables above."
 )
+
+
+def load_benchmark(shared: Path, bm: str) -> tuple[Any, np.ndarray, dict[str, Any]]:
+    """Complete answers, true full scores and the shipped static recipe of one benchmark."""
+    if bm in V2:
+        matrix = ResponseMatrix.read(shared / "openllm_v2" / "responses" / f"{bm}.parquet")
+        bundle = load_bundle(V2_TASKS / bm / "bundle.json")
+        recipe = {
+            "method": bundle.subset.method,
+            "estimator": bundle.default_estimator,
+            "budget": bundle.subset.budget,
+            "all_items": False,
+        }
+        return (*complete_models(matrix, matrix.mean_scores()), recipe)
+    matrix, truth, _ = load_openllm(shared / "openllm_v1", bm)
+    recipe = json.loads((REPO / "bench" / "defaults.json").read_text())["benchmarks"][bm]
+    return (*complete_models(matrix, truth), recipe)
 
 
 def metrics(estimate: np.ndarray, truth: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> dict:
@@ -364,16 +388,11 @@ def main(argv: list[str] | None = None) -> int:
         return merge(args)
     path = args.out / "adaptive.json"
     saved = json.loads(path.read_text()) if path.exists() else {"results": {}}
-    defaults = json.loads((REPO / "bench" / "defaults.json").read_text())["benchmarks"]
     results = saved["results"]
     for bm in args.benchmarks.split(","):
-        matrix, truth, _ = load_openllm(args.shared / "openllm_v1", bm)
-        matrix, truth = complete_models(matrix, truth)
-        d = defaults[bm]
+        matrix, truth, d = load_benchmark(args.shared, bm)
         per = dict(results.get(bm, {}))
         per["static"] = {
-            "random": d["random_mae"],
-            "extrapolation": d["extrapolation_mae"],
             "budget": d["budget"],
             "recipe": f"{d['method']} + {d['estimator']}",
         }

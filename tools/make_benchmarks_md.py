@@ -41,6 +41,7 @@ SECTIONS = [
     ("curves.md", "tools/bench_curves.py"),
     ("rank.md", "tools/bench_rank.py"),
     ("adaptive.md", "tools/bench_adaptive.py"),
+    ("adaptive_before_calibrate.md", "tools/bench_adaptive.py"),
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),

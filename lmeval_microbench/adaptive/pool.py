@@ -11,7 +11,7 @@ not a registered estimator, so bundle readers keep it opaque and only :func:`poo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,13 +23,14 @@ from ..bundle.fit_spec import PersonFitSpec
 from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
 from ..irt.params import ItemParams
+from ..outside.folds import DOWN, UP, directed_folds
 from ..personfit import build_spec, check_estimate, fit_record
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .estimation import GridPosterior
-from .scoring import ScoreMap, checkpoints_for
+from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
+from .estimation import PSEUDO_ANSWERS, GridPosterior
+from .scoring import ABOVE, BELOW, SIDE_EDGES, ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector
-from .simulate import ReplayResult, replay
 
 ADAPTIVE = "adaptive"
 """Name of the estimator entry (and of its state's ``estimator`` field) holding the pool state."""
@@ -39,10 +40,9 @@ POOL_METHOD = "pool"
 SCORE_ESTIMATOR = "kridge"
 """Estimator of a pool: the score map of adaptive runs and the default of static runs."""
 CALIBRATION_FOLDS = 3
-DOWN_SHARE = 0.2
-"""Share of the weakest source models replayed by the downward fold (see fit_adaptive_state)."""
-MIN_DOWN = 10
-"""Fewer weakest source models than this: no downward fold (too few to say anything)."""
+MIN_FOLD_MODELS = 10
+"""Fewer models on a side than this: no directed folds there (too few to say anything)."""
+SIDE_OF = {DOWN: BELOW, UP: ABOVE}
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ class AdaptiveState:
             "score_estimator": self.estimator,
             "bands": self.score_map.bands_to_list(),
             "imputation": self.score_map.imputation,
-            **({"below": below} if (below := self.score_map.below_to_dict()) else {}),
+            "pseudo": self.score_map.pseudo,
+            **self.score_map.sides_to_dict(),
             "calibration": dict(self.calibration),
         }
 
@@ -88,7 +89,8 @@ class AdaptiveState:
                     estimator,
                     obj["bands"],
                     str(obj.get("imputation", "posterior")),
-                    obj.get("below"),
+                    {side: obj[side] for side in SIDE_EDGES if side in obj},
+                    float(obj.get("pseudo", PSEUDO_ANSWERS)),
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -147,89 +149,77 @@ def fit_adaptive_state(
     those of models the regression has not seen. The IRT parameters come from all source
     models (refitting them per fold changed little and costs a fit per fold).
 
-    Two downward folds add the case of a model weaker than every source, as the static
-    guard's do (``outside/folds.py``): the weakest ``DOWN_SHARE`` of the sources are replayed
-    with the score map fitted on the other four fifths, and on the strongest half; each
-    fold's residuals make a set of bands (``ScoreMap.below``). A prediction up to the best of
-    those weakest sources gets the widest of the intervals, so the folds never narrow one.
-    Without it, the weakest fifth of held-out leaderboard models got 90 % intervals that held
-    for 0.28-0.48 of them on five of the six v1 pools at 50 items (``bench/adaptive.md``,
-    protocol ``weak``). Merging the fold's residuals into the one band was tried first; in a
-    synthetic world it narrowed the low bins and lowered coverage (0.89 -> 0.84).
+    Directed folds add the models outside the sources, as the static guard's do
+    (:func:`~lmeval_microbench.outside.folds.directed_folds`): the weakest fifth of the sources
+    replayed with the score map fitted on the other four fifths and on the strongest half, and
+    the strongest fifth fitted on the other four fifths and on the weakest half. Each fold's
+    residuals make a set of bands (``ScoreMap.sides``), a floor on the width on its side
+    (:class:`.scoring.SideBands`).
+    - Below: without it, the weakest fifth of held-out leaderboard models got 90 % intervals
+      that held for 0.28-0.48 of them on five of the six v1 pools at 50 items
+      (``bench/adaptive_before_downfold.md``). Merging the fold's residuals into the one band
+      was tried first; in a synthetic world it narrowed the low bins and lowered coverage
+      (0.89 -> 0.84).
+    - Above: without it, the strongest fifth of IFEval's models (whole benchmark, a pool
+      fitted on the rest) got 90 % intervals that held for 0.26-0.30 of them at 10-50 items.
+
+    The same runs choose how far the imputation trusts a run's hit rate
+    (:func:`.calibrate.choose_pseudo`) before the bands are fitted with that choice.
     """
     values = _complete(source)
     truth = np.asarray(truth, dtype=np.float64)
     marks = checkpoints_for(source.n_items)
     params = fit_source_irt(source, seed=seed).subset(list(source.item_ids))
     fold_of = np.random.default_rng(seed).permutation(source.n_models) % folds
-    predictions = {n: np.empty(source.n_models) for n in marks}
-    lows = {n: np.empty(source.n_models) for n in marks}
-    highs = {n: np.empty(source.n_models) for n in marks}
-    for fold in range(folds):
-        held = fold_of == fold
-        result = _held_out_run(source, truth, values, params, held, marks, estimator)
-        for n in marks:
-            predictions[n][held] = result.predictions[n]
-            lows[n][held], highs[n][held] = result.spans[n]
-    spans = {n: (lows[n], highs[n]) for n in marks}
-    score_map = ScoreMap.fit(estimator, source, truth).with_bands(predictions, spans, truth)
-    weakest = _weakest(truth)
-    if weakest is not None:
-        strongest_half = truth >= np.median(truth)
-        runs = [  # the weakest fifth fitted on the other four fifths, and on the strongest half
-            _held_out_run(source, truth, values, params, weakest, marks, estimator, fit_on)
-            for fit_on in (~weakest, strongest_half & ~weakest)
-        ]
-        score_map = score_map.with_below(
-            [(run.predictions, run.spans) for run in runs],
-            truth[weakest],
-            top=float(truth[weakest].max()),
-        )
+    inside = [
+        fold_run(source, truth, values, params, fold_of == fold, estimator) for fold in range(folds)
+    ]
+    directed = _directed_runs(source, truth, values, params, estimator)
+    kinds = {"inside": inside, **{SIDE_OF[d]: runs for d, runs in directed.items()}}
+    pseudo, pseudo_mae = choose_pseudo(kinds, truth, params, marks)
+    predictions, spans = merged_predictions(inside, params, marks, pseudo, source.n_models)
+    score_map = replace(ScoreMap.fit(estimator, source, truth), pseudo=pseudo)
+    score_map = score_map.with_bands(predictions, spans, truth)
+    for direction, runs in directed.items():
+        found = [run_predictions(run, params, marks, pseudo) for run in runs]
+        score_map = score_map.with_side(SIDE_OF[direction], found, truth[runs[0].rows])
     calibration = {
         "selector": MaxInfoSelector.name,
         "batch": 1,
         "folds": folds,
         "n_source_models": int(source.n_models),
-        "down_fold_models": 0 if weakest is None else int(weakest.sum()),
+        "down_fold_models": _held_count(directed, DOWN),
+        "up_fold_models": _held_count(directed, UP),
+        "pseudo_answers": pseudo,
+        "pseudo_mae_by_folds": pseudo_mae,
         "cv_mae_by_items": {str(n): float(np.mean(np.abs(predictions[n] - truth))) for n in marks},
         "note": "cross-fitted replays of the source models; MAE on the fraction scale",
     }
     return params, AdaptiveState(0.0, 1.0, estimator, score_map, calibration)
 
 
-def _weakest(truth: np.ndarray) -> np.ndarray | None:
-    """Mask of the weakest ``DOWN_SHARE`` of the source models, or None if too few."""
-    count = round(DOWN_SHARE * truth.size)
-    if count < MIN_DOWN or truth.size - count < MIN_DOWN:
-        return None
-    mask = np.zeros(truth.size, dtype=bool)
-    mask[np.argsort(truth, kind="stable")[:count]] = True
-    return mask
-
-
-def _held_out_run(
+def _directed_runs(
     source: ResponseMatrix,
     truth: np.ndarray,
     values: np.ndarray,
     params: ItemParams,
-    held: np.ndarray,
-    marks: tuple[int, ...],
     estimator: str,
-    fit_on: np.ndarray | None = None,
-) -> ReplayResult:
-    """The ``held`` models replayed with the score map fitted on ``fit_on`` (default: the
-    other source models)."""
-    fit_on = ~held if fit_on is None else fit_on
-    kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]
-    score_map = ScoreMap.fit(estimator, source.select_models(kept), truth[fit_on])
-    return replay(
-        params,
-        values[held],
-        selector=MaxInfoSelector(),
-        max_items=source.n_items,
-        score_map=score_map,
-        checkpoints=marks,
-    )
+) -> dict[str, list[FoldRun]]:
+    """Per direction, the replays of its folds (directions with fewer than
+    :data:`MIN_FOLD_MODELS` held-out models are left out)."""
+    runs: dict[str, list[FoldRun]] = {}
+    for train, test, direction in directed_folds(truth):
+        if test.size < MIN_FOLD_MODELS or source.n_models - test.size < MIN_FOLD_MODELS:
+            continue
+        held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
+        run = fold_run(source, truth, values, params, held, estimator, fit_on)
+        runs.setdefault(direction, []).append(run)
+    return runs
+
+
+def _held_count(directed: Mapping[str, list[FoldRun]], direction: str) -> int:
+    runs = directed.get(direction)
+    return int(runs[0].rows.size) if runs else 0
 
 
 def _complete(source: ResponseMatrix) -> np.ndarray:

@@ -17,26 +17,32 @@ and a run stopped after n items uses the band of the largest checkpoint <= n (fe
 band: conservative between checkpoints). Only each band's quantiles at three levels are kept,
 which keeps a pool small.
 
-Span. A run is also scored with the unshifted (``posterior``) imputation, and the score
-estimator gives its own interval for the imputed answers (for ``kridge`` that holds its range
-guard: the span of a flexible and a linear estimate for a model above every source model).
-For a model the 1-D IRT and the source models describe, the two estimates agree and the
-estimator's interval is narrower than the band; for one they do not (typically stronger than
-every source model) they part. The interval is therefore the span of the estimate, the
-unshifted estimate and the estimator's interval, widened by the band; the band is fitted on
-each source model's distance *outside* its own span, a conformal score like any other, so the
-coverage of models drawn like the sources is kept, and for symmetric errors the width there
-is what the plain residual band gives. It is the rule of ``kridge``'s own range guard
-(:mod:`lmeval_microbench.estimators.ridge`): beyond the data, the disagreement of estimates
-is the honest measure of what is not known. Spans are taken at the 90 % level, so an 80 %
-interval of such a run is conservative.
+Span. A run is also scored with the unshifted (``posterior``) imputation (and, where the pool
+chose a stronger hold on the shift, with the shift of one pseudo answer: the run's own hit rate
+trusted most; :mod:`.calibrate`), and the score estimator gives its own interval for the
+imputed answers (for ``kridge`` that holds its range guard: the span of a flexible and a linear
+estimate for a model above every source model). For a model the 1-D IRT and the source models
+describe, the two estimates agree and the estimator's interval is narrower than the band; for
+one they do not (typically stronger than every source model) they part. The interval is
+therefore the span of the estimates and the estimator's interval, widened by the band; the band
+is fitted on each source model's distance *outside* its own span, a conformal score like any
+other, so the coverage of models drawn like the sources is kept, and for symmetric errors the
+width there is what the plain residual band gives. It is the rule of ``kridge``'s own range
+guard (:mod:`lmeval_microbench.estimators.ridge`): beyond the data, the disagreement of
+estimates is the honest measure of what is not known. Spans are taken at the 90 % level, so an
+80 % interval of such a run is conservative.
+
+Sides. Those bands come from models like the sources. A model weaker or stronger than all of
+them is read worse, so the pool also replays its weakest and its strongest fifth with the map
+fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their bands
+(:class:`SideBands`) are a floor on the width where such a model's estimate lands.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -49,10 +55,13 @@ from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .estimation import IMPUTATIONS, impute
+from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute
 
 LEVELS = (0.8, 0.9, 0.95)
 """Interval levels a pool stores quantiles for."""
+BELOW, ABOVE = "below", "above"
+SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
+"""Each side of the sources, and the key of its edge in the pool state (see SideBands)."""
 
 BASE_CHECKPOINTS = (
     1,
@@ -155,6 +164,53 @@ def _rounded(values: np.ndarray) -> list[float]:
 
 
 @dataclass(frozen=True)
+class SideBands:
+    """The bands of the directed folds on one side of the source models.
+
+    ``below``: the weakest source models replayed with the map fitted on stronger ones; they
+    apply to predictions up to ``edge``, the best true score among those models. ``above``: the
+    strongest, fitted on weaker ones, from ``edge`` (the lowest true score among them) up. A
+    model beyond the sources is read worse than one among them (the map regresses towards
+    them); these bands carry that error into the interval where such a model's estimate lands.
+    """
+
+    side: str
+    edge: float
+    folds: tuple[tuple[Band, ...], ...]
+
+    @classmethod
+    def fit(
+        cls,
+        side: str,
+        folds: Sequence[
+            tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
+        ],
+        truth: np.ndarray,
+    ) -> SideBands:
+        _check_side(side)
+        edge = float(np.max(truth) if side == BELOW else np.min(truth))
+        return cls(side, edge, tuple(_fit_bands(pred, spans, truth) for pred, spans in folds))
+
+    def applies(self, prediction: np.ndarray) -> np.ndarray:
+        return prediction <= self.edge if self.side == BELOW else prediction >= self.edge
+
+    def to_dict(self) -> dict[str, Any]:
+        folds = [[band.to_dict() for band in bands] for bands in self.folds]
+        return {SIDE_EDGES[self.side]: self.edge, "folds": folds}
+
+    @classmethod
+    def from_dict(cls, side: str, obj: Mapping[str, Any]) -> SideBands:
+        _check_side(side)
+        folds = tuple(tuple(Band.from_dict(b) for b in fold) for fold in obj["folds"])
+        return cls(side, float(obj[SIDE_EDGES[side]]), folds)
+
+
+def _check_side(side: str) -> None:
+    if side not in SIDE_EDGES:
+        raise InputError(f"unknown side {side!r}; expected one of {sorted(SIDE_EDGES)}")
+
+
+@dataclass(frozen=True)
 class ScoreMap:
     """A fitted full-score estimator of the whole pool, applied to imputed answers, plus bands.
 
@@ -168,10 +224,11 @@ class ScoreMap:
     bands: tuple[Band, ...] = ()
     imputation: str = "shifted"
     """How unasked items are filled in before :meth:`predict` (:func:`.estimation.impute`)."""
-    below: tuple[tuple[Band, ...], ...] = ()
-    """Bands of the downward folds (the weakest source models, fitted on others), one set per
-    fold: at a prediction up to ``below_top`` the interval is at least as wide as each's."""
-    below_top: float | None = None
+    sides: tuple[SideBands, ...] = ()
+    """Bands of the directed folds (the weakest and the strongest source models replayed with
+    the map fitted on the others), a floor on the width on their side of the sources."""
+    pseudo: float = PSEUDO_ANSWERS
+    """Strength of the shifted imputation (pseudo answers; :mod:`.calibrate` chooses it)."""
 
     @classmethod
     def fit(
@@ -195,13 +252,22 @@ class ScoreMap:
         ``expected`` (m, n): posterior expected scores; ``asked``/``scores``: the answers so
         far. A ``posterior`` map (version-1 pool) has the span of its estimate alone.
         """
-        value, lower, upper = self._estimate(impute(expected, asked, scores, self.imputation))
+        imputed = impute(expected, asked, scores, self.imputation, self.pseudo)
+        value, lower, upper = self._estimate(imputed)
         if self.imputation == "posterior":
             return value, value, value
-        unshifted = self._estimate(impute(expected, asked, scores, "posterior"))[0]
-        low = np.minimum(np.minimum(value, unshifted), lower)
-        high = np.maximum(np.maximum(value, unshifted), upper)
+        readings = [value, self._estimate(impute(expected, asked, scores, "posterior"))[0]]
+        if self.pseudo != PSEUDO_ANSWERS:  # the run's own hit rate, trusted as before the choice
+            readings.append(self.predict(impute(expected, asked, scores, "shifted")))
+        low = np.minimum(np.min(readings, axis=0), lower)
+        high = np.maximum(np.max(readings, axis=0), upper)
         return value, low, high
+
+    def predict_answers(
+        self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
+    ) -> np.ndarray:
+        """Full-score estimates of runs (the value of :meth:`predict_run` alone)."""
+        return self.predict(impute(expected, asked, scores, self.imputation, self.pseudo))
 
     def predict(self, imputed: np.ndarray) -> np.ndarray:
         """Full-score estimates (fractions) from imputed answers (m, n) in pool order."""
@@ -229,21 +295,22 @@ class ScoreMap:
         truth: np.ndarray,
     ) -> ScoreMap:
         """The same map with a band per checkpoint from cross-fitted predictions and spans."""
-        bands = _fit_bands(predictions, spans, truth)
-        return ScoreMap(self.estimator, bands, self.imputation, self.below, self.below_top)
+        return replace(self, bands=_fit_bands(predictions, spans, truth))
 
-    def with_below(
+    def with_side(
         self,
+        side: str,
         folds: Sequence[
             tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
         ],
         truth: np.ndarray,
-        top: float,
     ) -> ScoreMap:
-        """The same map with a set of downward bands per fold ``(predictions, spans)`` of the
-        models whose true scores are ``truth`` (see ``below``), for predictions up to ``top``."""
-        below = tuple(_fit_bands(predictions, spans, truth) for predictions, spans in folds)
-        return ScoreMap(self.estimator, self.bands, self.imputation, below, float(top))
+        """The same map with a set of bands per directed fold ``(predictions, spans)`` of the
+        models on ``side`` of the sources whose true scores are ``truth`` (see
+        :class:`SideBands`); an earlier set of that side is replaced."""
+        found = SideBands.fit(side, folds, truth)
+        kept = tuple(bands for bands in self.sides if bands.side != side)
+        return replace(self, sides=(*kept, found))
 
     def band_for(self, n_items: int, bands: tuple[Band, ...] | None = None) -> Band:
         """The band of the largest checkpoint at most ``n_items`` (the first one below it)."""
@@ -254,14 +321,16 @@ class ScoreMap:
         return fitting[-1] if fitting else bands[0]
 
     def half_width(self, prediction: np.ndarray, n_items: int, level: float) -> np.ndarray:
-        """The band's half-width; below ``below_top``, at least the downward band's."""
+        """The band's half-width; on a side's range, at least each of its fold bands'."""
         half = self.band_for(n_items).half_width(prediction, level)
-        if not self.below or self.below_top is None:
-            return half
-        widest = half
-        for bands in self.below:
-            widest = np.maximum(widest, self.band_for(n_items, bands).half_width(prediction, level))
-        return np.where(prediction <= self.below_top, widest, half)
+        for side in self.sides:
+            widest = half
+            for bands in side.folds:
+                widest = np.maximum(
+                    widest, self.band_for(n_items, bands).half_width(prediction, level)
+                )
+            half = np.where(side.applies(prediction), widest, half)
+        return half
 
     def interval(
         self,
@@ -281,12 +350,9 @@ class ScoreMap:
     def bands_to_list(self) -> list[dict[str, Any]]:
         return [band.to_dict() for band in self.bands]
 
-    def below_to_dict(self) -> dict[str, Any] | None:
-        """The downward bands for the pool state (None: a map without them)."""
-        if not self.below or self.below_top is None:
-            return None
-        folds = [[band.to_dict() for band in bands] for bands in self.below]
-        return {"top": self.below_top, "folds": folds}
+    def sides_to_dict(self) -> dict[str, Any]:
+        """The directed fold bands for the pool state, keyed by side (empty: none)."""
+        return {bands.side: bands.to_dict() for bands in self.sides}
 
     @classmethod
     def from_parts(
@@ -294,17 +360,17 @@ class ScoreMap:
         estimator: ScoreEstimator,
         bands: Sequence[Mapping[str, Any]],
         imputation: str = "posterior",
-        below: Mapping[str, Any] | None = None,
+        sides: Mapping[str, Mapping[str, Any]] | None = None,
+        pseudo: float = PSEUDO_ANSWERS,
     ) -> ScoreMap:
         if imputation not in IMPUTATIONS:
             raise InputError(f"unknown imputation {imputation!r}; expected one of {IMPUTATIONS}")
-        down = below or {}
         return cls(
             estimator,
             tuple(Band.from_dict(b) for b in bands),
             imputation,
-            tuple(tuple(Band.from_dict(b) for b in fold) for fold in down.get("folds", ())),
-            None if not down else float(down["top"]),
+            tuple(SideBands.from_dict(side, obj) for side, obj in (sides or {}).items()),
+            float(pseudo),
         )
 
 
