@@ -120,6 +120,33 @@ def test_a_candidate_whose_intervals_missed_on_the_folds_does_not_compete():
     assert pick([floor_row, no_extrapolation], FLOOR) == Candidate("greedy", "kridge")
 
 
+def test_without_the_margin_the_lowest_score_wins_outright():
+    """``--new-models like-sources``: a win smaller than its standard error still counts."""
+    floor_row = _row(FLOOR.method, FLOOR.estimator, 5.0, 0.0, 0.0)
+    near = [floor_row, _row("greedy", "guarded", 4.8, -0.2, 0.3)]
+    assert pick(near, FLOOR) == FLOOR
+    assert pick(near, FLOOR, margin=False) == Candidate("greedy", "guarded")
+    worse = [floor_row, _row("greedy", "guarded", 5.2, 0.2, 0.3)]
+    assert pick(worse, FLOOR, margin=False) == FLOOR
+
+
+def test_choice_for_models_like_the_sources_validates_on_random_folds_with_guarded_only(
+    irt_matrix,
+):
+    choice = choose_recipe(
+        irt_matrix,
+        irt_matrix.mean_scores(),
+        methods=["random", "dpp"],
+        budgets=[10],
+        extrapolation=False,
+        **{**FAST, "outer_repeats": 0},
+    )
+    record = choice.as_record()
+    assert {c["estimator"] for c in record["candidates"]} == {"guarded"}
+    assert record["protocol"]["inner"]["extrapolation_folds"] == 0
+    assert all(c["extrapolation_mae"] is None for c in record["candidates"])
+
+
 def test_failed_candidates_are_recorded_not_scored():
     table = {(FLOOR, 5): Outcome(), (Candidate("dpp", "irt"), 5): Outcome(failure="too few")}
     truth = np.array([0.5, 0.6])
@@ -219,6 +246,16 @@ def test_cli_build_method_auto_writes_the_record(matrix_file, tmp_path, capsys):
     assert record["protocol"]["models_used"] == 30
     err = capsys.readouterr().err
     assert "| candidate | score | random folds | extrapolation |" in err and "nested CV" in err
+
+
+def test_cli_build_for_models_like_the_sources(matrix_file, tmp_path):
+    out = tmp_path / "bundle"
+    argv = ["build", "--responses", str(matrix_file), "--budget", "8", "--benchmark", "toy"]
+    argv += ["--method", "dpp", "--default-estimator", "auto", "--new-models", "like-sources"]
+    assert main([*argv, "--out", str(out)]) == 0
+    record = load_bundle(out).reliability["auto"]
+    assert record["protocol"]["inner"]["extrapolation_folds"] == 0
+    assert {c["estimator"] for c in record["candidates"]} == {"guarded"}
 
 
 @pytest.mark.parametrize(

@@ -18,12 +18,16 @@ Cells: matrix x source population x protocol x budget x seed. Protocols: ``rando
 the models held out at random), ``extrapolation`` (the strongest 20 % held out),
 ``weak`` (the weakest 20 % held out, budget 50 only). Populations: the source models are
 all the rest (``all``; at most ``--v1-all`` for v1) or a random draw of 25, 50 or 100 of
-them (budget 50). Every method sees the same source and target models per cell.
+them (budget 50). Every method sees the same source and target models per cell. The psn
+blocks hold out 2 of their 12 models per split, so they take more seeds (``--psn-seeds``).
 
 Methods: ``ours`` is the default of ``microbench build`` (``--method auto``: method and
 estimator chosen by cross-validation, then the bundle fitted) followed by ``microbench
 estimate``, called through the same library functions; ``ours_audit`` the same with 30 % of
-the budget as audit items (at 50 and 100 items, all source models). benchpred's methods run
+the budget as audit items (at 50 and 100 items, all source models); ``ours_inside`` the build
+for models like the sources (``--new-models like-sources``: the choice validated on random
+folds only, guarded estimators only; all source models, random and extrapolation protocols,
+so its cost beyond the sources is measured too). benchpred's methods run
 in tiers (their cost differs by 1,000x): fast ones everywhere, ``lasso`` and
 ``random_search_and_learn`` on seeds 0-1 and the populations, ``pirt`` and ``gpirt`` (py-irt
 fits of 1-5 minutes each) at budget 50 on seed 0.
@@ -33,7 +37,7 @@ share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and
 
     python tools/bench_peers.py --venv .peers-venv              # everything (hours)
     python tools/bench_peers.py --only ours --matrices ifeval   # one method, one matrix
-    python tools/bench_peers.py --report-only                   # tables from the cache
+    python tools/bench_peers.py --report-only --seeds 0,1 --psn-seeds 0-9   # the report
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ FAST = (
 MEDIUM = ("lasso", "random_search_and_learn")
 SLOW = ("pirt", "gpirt")
 PEERS = FAST + MEDIUM + SLOW
-OURS = ("ours", "ours_audit")
+OURS = ("ours", "ours_audit", "ours_inside")
 AUDIT_SHARE = 0.3
 AUDIT_BUDGETS = (50, 100)
 """Budgets ``ours_audit`` runs at (all source models, random and extrapolation)."""
@@ -150,14 +154,19 @@ def _stable(text: str) -> int:
 
 
 def grid(
-    matrices: list[str], seeds: list[int], budgets: list[int], n_items: dict[str, int]
+    matrices: list[str],
+    seeds: list[int],
+    budgets: list[int],
+    n_items: dict[str, int],
+    psn_seeds: list[int] | None = None,
 ) -> list[Cell]:
     """Every cell of the suite; budgets of at least the matrix's item count are left out
-    (every method would ask every item)."""
+    (every method would ask every item). The psn blocks take ``psn_seeds`` where given: with
+    12 models a split holds out 2, so two seeds measure 4 models per case."""
     cells = []
     for matrix in matrices:
         budgets_here = [b for b in budgets if b < n_items[matrix]]
-        for seed in seeds:
+        for seed in psn_seeds if psn_seeds and matrix in PSN else seeds:
             for protocol in ("random", "extrapolation"):
                 cells += [Cell(matrix, "all", protocol, b, seed) for b in budgets_here]
                 if matrix not in PSN and POPULATION_BUDGET in budgets_here:
@@ -173,6 +182,8 @@ def runs_method(method: str, cell: Cell) -> bool:
     """Which cells each method runs (the tiers of the module docstring)."""
     if method == "ours_audit":
         return cell.population == "all" and cell.budget in AUDIT_BUDGETS and cell.protocol != "weak"
+    if method == "ours_inside":
+        return cell.population == "all" and cell.protocol != "weak"
     if method in FAST + OURS:
         return True
     if method in MEDIUM:
@@ -234,6 +245,7 @@ def run_ours(
             seed=cell.seed,
             progress=False,
             audit=audit,
+            extrapolation=method != "ours_inside",
         )
         bundle = build_bundle(
             source,
@@ -380,6 +392,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--matrices", default=",".join(MATRICES))
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument(
+        "--psn-seeds",
+        help="seeds of the psn blocks (default: --seeds), e.g. 0-9: their splits hold out 2 models",
+    )
     parser.add_argument("--only", help="comma-separated methods to run (default: all)")
     parser.add_argument("--venv", type=Path, default=REPO / ".peers-venv")
     parser.add_argument("--cache", type=Path, default=REPO / ".peers-cache")
@@ -405,6 +421,7 @@ def main(argv: list[str] | None = None) -> None:
         [int(s) for s in args.seeds.split(",")],
         [int(b) for b in args.budgets.split(",")],
         n_items,
+        _seed_range(args.psn_seeds) if args.psn_seeds else None,
     )
     methods = args.only.split(",") if args.only else [*OURS, *PEERS]
     cache = Cache(args.cache)
@@ -427,6 +444,14 @@ def main(argv: list[str] | None = None) -> None:
         "peers": {"fast": FAST, "medium": MEDIUM, "slow": SLOW},
     }
     write_report(rows, info, args.out)
+
+
+def _seed_range(text: str) -> list[int]:
+    """``0-9`` or ``0,1,2`` as a list of seeds."""
+    if "-" in text:
+        first, last = (int(v) for v in text.split("-"))
+        return list(range(first, last + 1))
+    return [int(v) for v in text.split(",")]
 
 
 def _load() -> tuple[float, float, float]:

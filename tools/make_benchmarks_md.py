@@ -18,6 +18,7 @@ SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
+    ("supervised.md", "tools/bench_supervised.py"),
     ("v2_cost.md", "tools/bench_v2_cost.py"),
     ("build_speed.md", "tools/bench_build_speed.py"),
     ("irt_speed.md", "tools/bench_irt.py"),

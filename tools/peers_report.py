@@ -77,10 +77,13 @@ def best_peer(methods: dict[str, dict[str, float]]) -> tuple[str | None, float]:
     return name, peers[name]
 
 
-def verdicts(table: dict[tuple, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+def verdicts(
+    table: dict[tuple, dict[str, dict[str, float]]], method: str = OURS
+) -> list[dict[str, Any]]:
+    """Per case: ``method``'s MAE beside the best peer's, and its interval."""
     out = []
     for case, methods in sorted(table.items()):
-        ours = methods.get(OURS, {}).get("mae", math.nan)
+        ours = methods.get(method, {}).get("mae", math.nan)
         name, best = best_peer(methods)
         if name is None or not math.isfinite(ours):
             continue
@@ -91,8 +94,8 @@ def verdicts(table: dict[tuple, dict[str, dict[str, float]]]) -> list[dict[str, 
                 "best": best,
                 "best_peer": name,
                 "within": ours <= best + MARGIN,
-                "coverage": methods[OURS].get("coverage", math.nan),
-                "width": methods[OURS].get("width", math.nan),
+                "coverage": methods[method].get("coverage", math.nan),
+                "width": methods[method].get("width", math.nan),
             }
         )
     return out
@@ -102,9 +105,9 @@ def _fmt(value: float, digits: int = 2) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def summary_lines(found: list[dict[str, Any]]) -> list[str]:
+def summary_lines(found: list[dict[str, Any]], method: str = OURS) -> list[str]:
     lines = [
-        "| cases | ours within best peer + 0.1 | mean MAE ours | mean MAE best peer | "
+        f"| cases | {method} within best peer + 0.1 | mean MAE {method} | mean MAE best peer | "
         "coverage (min-max) | mean width |",
         "|---|---:|---:|---:|---|---:|",
     ]
@@ -140,8 +143,8 @@ def case_lines(table: dict, population_filter: Any, title_cols: str) -> list[str
     lines = [
         f"| {title_cols} | ours | cov | width | best peer | its MAE | "
         + " | ".join(SHOWN)
-        + " | ours_audit | ours' recipes |",
-        "|" + "---|" * (len(title_cols.split("|")) + 6 + len(SHOWN)) + "---|",
+        + " | ours_audit | ours_inside | ours' recipes |",
+        "|" + "---|" * (len(title_cols.split("|")) + 7 + len(SHOWN)) + "---|",
     ]
     for case, methods in sorted(table.items(), key=lambda kv: _case_order(kv[0])):
         if not population_filter(case):
@@ -157,6 +160,7 @@ def case_lines(table: dict, population_filter: Any, title_cols: str) -> list[str
             f"{_fmt(ours.get('coverage', math.nan))} | {_fmt(ours.get('width', math.nan), 1)} | "
             f"{name or '-'} | {_fmt(best)} | " + " | ".join(cells) + " | "
             f"{_fmt(methods.get('ours_audit', {}).get('mae', math.nan))} | "
+            f"{_fmt(methods.get('ours_inside', {}).get('mae', math.nan))} | "
             f"{', '.join(ours.get('recipes', [])) or '-'} |"
         )
     return lines
@@ -240,6 +244,45 @@ def plot(table: dict, protocol: str, out: Path) -> str | None:
     return name
 
 
+def inside_lines(table: dict) -> list[str]:
+    """``ours_inside`` (``build --new-models like-sources``) beside ``ours`` on its cases."""
+    inside = {v["case"]: v for v in verdicts(table, "ours_inside")}
+    if not inside:
+        return []
+    ours = {v["case"]: v for v in verdicts(table) if v["case"] in inside}
+    lines = [
+        "### For models like the sources: `ours_inside`",
+        "",
+        "`microbench build --new-models like-sources`: `--method auto` validated on random "
+        "folds only, among guarded estimators, the lowest score kept without a margin over "
+        "the floor. The same cells as `ours` (all source models, every budget), the strongest "
+        "fifth included, to show what the claim costs when it is wrong.",
+        "",
+        "| cases | ours_inside within best peer + 0.1 | ours within | mean MAE ours_inside "
+        "| mean MAE ours | mean MAE best peer | ours_inside coverage (min-max) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for protocol in ("random", "extrapolation"):
+        for label, budgets in (("budgets 25/50/100", TARGET_BUDGETS), ("every budget", None)):
+            cases = [
+                c
+                for c in inside
+                if c[2] == protocol and c in ours and (budgets is None or c[3] in budgets)
+            ]
+            if not cases:
+                continue
+            cov = [inside[c]["coverage"] for c in cases if math.isfinite(inside[c]["coverage"])]
+            span = f"{min(cov):.2f}-{max(cov):.2f}" if cov else "-"
+            lines.append(
+                f"| {protocol}, {label} | {sum(inside[c]['within'] for c in cases)}/{len(cases)} | "
+                f"{sum(ours[c]['within'] for c in cases)}/{len(cases)} | "
+                f"{_mean(inside[c]['ours'] for c in cases):.2f} | "
+                f"{_mean(ours[c]['ours'] for c in cases):.2f} | "
+                f"{_mean(inside[c]['best'] for c in cases):.2f} | {span} |"
+            )
+    return [*lines, ""]
+
+
 def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table = cases(rows)
@@ -264,6 +307,7 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) ->
         "",
         *(f"![{p}]({p})" for p in plots),
         "",
+        *inside_lines(table),
         "### Every case with all source models",
         "",
         *case_lines(table, lambda c: c[1] == "all", "matrix | protocol | budget"),

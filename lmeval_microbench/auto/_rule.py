@@ -139,8 +139,14 @@ def candidate_rows(
     return sorted(rows, key=lambda r: (r["score"] is None, r["score"] or 0.0))
 
 
-def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
-    """The candidate the rule keeps among ``rows``; None when the floor itself failed."""
+def pick(rows: Sequence[dict], floor: Candidate, margin: bool = True) -> Candidate | None:
+    """The candidate the rule keeps among ``rows``; None when the floor itself failed.
+
+    ``margin=False`` keeps the lowest score outright (among candidates whose intervals
+    held): the choice for models the user declares like the sources
+    (``build --new-models like-sources``), where the random folds are the case itself and
+    the floor's caution about models beyond the sources does not apply to the point estimate.
+    """
     by_key = {Candidate(r["method"], r["estimator"]): r for r in rows}
     floor_row = by_key.get(floor)
     if floor_row is None or floor_row["score"] is None:
@@ -154,7 +160,8 @@ def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
     ]
     best = min(scored, key=lambda r: r["score"])
     se = best["diff_se"] if best["diff_se"] is not None and np.isfinite(best["diff_se"]) else 0.0
-    if best["diff_vs_floor"] < -margin_z(len(scored) - 1) * se:
+    z = margin_z(len(scored) - 1) if margin else 0.0
+    if best["diff_vs_floor"] < -z * se:
         return Candidate(best["method"], best["estimator"])
     return floor
 

@@ -42,7 +42,16 @@ from ..errors import InputError
 IRT_MODELS = ("1pl", "2pl", "3pl", "4pl")
 """``irt.params.MODEL_TYPES``, spelled out so that ``--help`` needs no scientific imports."""
 
-METHODS = ("anchor_points", "dpp", "greedy", "metabench", "random", "stratified", "tinybenchmarks")
+METHODS = (
+    "anchor_points",
+    "dpp",
+    "greedy",
+    "lasso",
+    "metabench",
+    "random",
+    "stratified",
+    "tinybenchmarks",
+)
 """``selection.SELECTORS`` by name (a test keeps the two equal)."""
 
 ESTIMATORS = (

@@ -36,6 +36,8 @@ from ._options import (
     split_list,
 )
 
+NEW_MODELS = ("any", "like-sources")
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -107,6 +109,16 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         "benchmark: 2 means 2 points); the smallest budget of the grid 10, 25, 50, 100, 200, "
         "400 (up to the item count) whose chosen recipe reaches it in cross-validation, else "
         "the largest",
+    )
+    parser.add_argument(
+        "--new-models",
+        choices=NEW_MODELS,
+        default="any",
+        help="with auto, the models the bundle will estimate: any (default: the choice is "
+        "validated on random folds and on the strongest sources estimated from weaker ones) "
+        "or like-sources (fine-tunes or checkpoints within the sources' range: random folds "
+        "only, guarded estimators only, so an interval still widens for a model beyond the "
+        "sources; more accurate inside them, less beyond, bench/peers.md 'ours_inside')",
     )
     parser.add_argument(
         "--nested-folds",
@@ -319,6 +331,7 @@ def _resolve_recipe(
         irt_model=args.irt_model,
         audit=args.audit,
         outer_repeats=args.nested_folds,
+        extrapolation=args.new_models == "any",
     )
     print("\n".join(choice.table_lines()), file=sys.stderr)
     if estimators is not None and choice.estimator not in estimators:

@@ -10,6 +10,7 @@ from .audit import select_with_audit
 from .base import Selector, Subset
 from .dpp import DPPSelector
 from .greedy import GreedySelector
+from .lasso import LassoSelector
 from .metabench import MetabenchSelector
 from .random import RandomSelector, StratifiedSelector
 from .tinybenchmarks import TinyBenchmarksSelector
@@ -24,9 +25,11 @@ SELECTORS: dict[str, type[Selector]] = {
         MetabenchSelector,
         DPPSelector,
         GreedySelector,
+        LassoSelector,
     )
 }
-"""Selection methods by name. ``greedy`` is supervised: pass ``target`` to ``select``."""
+"""Selection methods by name. ``greedy`` and ``lasso`` are supervised: pass ``target`` to
+``select``."""
 
 
 def make_selector(name: str, **options: Any) -> Selector:
@@ -45,6 +48,7 @@ __all__ = [
     "AnchorPointsSelector",
     "DPPSelector",
     "GreedySelector",
+    "LassoSelector",
     "MetabenchSelector",
     "RandomSelector",
     "Selector",
