@@ -58,7 +58,7 @@ def path_order(columns: np.ndarray, target: np.ndarray, budget: int) -> np.ndarr
     entry = np.where(active.any(axis=1), active.argmax(axis=1), never)
     spread = x.std(axis=0) * max(float(y.std()), 1e-12)
     corr = np.divide(x.T @ y / x.shape[0], spread, out=np.zeros(x.shape[1]), where=spread > 0)
-    order = np.lexsort((-np.abs(corr), entry, ~kept))
+    order = np.lexsort((-np.abs(corr), spread == 0, entry, ~kept))
     return order[:budget]
 
 
