@@ -229,10 +229,8 @@ def run_ours(
     rows: tuple[np.ndarray, np.ndarray],
 ) -> dict[str, Any]:
     """``microbench build`` with its defaults, then ``microbench estimate`` on the targets."""
-    source_rows, target_rows = rows
-    models = [f"m{k}" for k in range(values.shape[0])]
-    source = ResponseMatrix(values[source_rows], [models[k] for k in source_rows], ids)
-    target = ResponseMatrix(values[target_rows], [models[k] for k in target_rows], ids)
+    source_rows = rows[0]
+    source, target = split_matrices(values, ids, rows)
     audit = round(AUDIT_SHARE * cell.budget) if method == "ours_audit" else 0
     audit = audit if audit >= 2 else 0
     start = time.perf_counter()
@@ -259,15 +257,31 @@ def run_ours(
             default_estimator=choice.estimator,
             audit=audit,
         )
-        estimator = estimator_from_state(bundle.estimator_state())
-        value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
+        return estimate_record(cell, bundle, target, f"{choice.method}+{choice.estimator}", start)
+
+
+def split_matrices(
+    values: np.ndarray, ids: list[str], rows: tuple[np.ndarray, np.ndarray]
+) -> tuple[ResponseMatrix, ResponseMatrix]:
+    """A cell's source and target models as response matrices (model ids ``m<row>``)."""
+    models = [f"m{k}" for k in range(values.shape[0])]
+    source, target = (ResponseMatrix(values[r], [models[k] for k in r], ids) for r in rows)
+    return source, target
+
+
+def estimate_record(
+    cell: Cell, bundle: Any, target: ResponseMatrix, recipe: str, start: float
+) -> dict[str, Any]:
+    """The bundle's default estimator on the cell's targets, as a cache record."""
+    estimator = estimator_from_state(bundle.estimator_state())
+    value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
     return {
         "key": cell.key,
         "pred": value.tolist(),
         "lower": lower.tolist(),
         "upper": upper.tolist(),
         "items": bundle.budget,
-        "recipe": f"{choice.method}+{choice.estimator}",
+        "recipe": recipe,
         "seconds": time.perf_counter() - start,
     }
 

@@ -44,13 +44,13 @@ from bench_peers import (
     Cell,
     cell_metrics,
     cell_rows,
+    estimate_record,
     load_matrix,
+    split_matrices,
 )
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.build import build_bundle
-from lmeval_microbench.estimators import estimator_from_state
-from lmeval_microbench.responses import ResponseMatrix
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = ("lasso+kridge", "lasso+guarded", "greedy+kridge", "greedy+guarded")
@@ -66,16 +66,14 @@ def run_recipe(
 ) -> dict[str, Any]:
     """Build the fixed recipe on the cell's sources; its estimates of the cell's targets."""
     method, estimator = recipe.split("+")
-    source_rows, target_rows = cell_rows(truth, cell, V1_ALL)
-    models = [f"m{k}" for k in range(values.shape[0])]
-    source = ResponseMatrix(values[source_rows], [models[k] for k in source_rows], ids)
-    target = ResponseMatrix(values[target_rows], [models[k] for k in target_rows], ids)
+    rows = cell_rows(truth, cell, V1_ALL)
+    source, target = split_matrices(values, ids, rows)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bundle = build_bundle(
             source,
-            truth[source_rows],
+            truth[rows[0]],
             name=cell.key,
             benchmark=cell.matrix,
             method=method,
@@ -84,17 +82,7 @@ def run_recipe(
             estimators=[estimator],
             default_estimator=estimator,
         )
-        fitted = estimator_from_state(bundle.estimator_state())
-        value, lower, upper = fitted.estimate_matrix(target.select_items(bundle.item_ids))
-    return {
-        "key": cell.key,
-        "pred": value.tolist(),
-        "lower": lower.tolist(),
-        "upper": upper.tolist(),
-        "items": bundle.budget,
-        "recipe": recipe,
-        "seconds": time.perf_counter() - start,
-    }
+        return estimate_record(cell, bundle, target, recipe, start)
 
 
 def cells_of(matrix: str, n_items: int, budgets: list[int], seeds: list[int]) -> list[Cell]:
