@@ -266,6 +266,13 @@ def test_cli_build_for_models_like_the_sources(matrix_file, tmp_path):
         (["--budget", "8", "--target-mae", "2"], "pass it with --budget auto"),
         (["--budget", "8", "--method", "nope"], "unknown selection method 'nope'"),
         (["--budget", "8", "--default-estimator", "nope"], "unknown estimator 'nope'"),
+        (
+            [
+                *("--budget", "8", "--method", "dpp", "--default-estimator", "kridge"),
+                *("--new-models", "like-sources"),
+            ],
+            "nothing is chosen",
+        ),
     ],
 )
 def test_cli_bad_auto_values_fail_before_any_work(tmp_path, capsys, extra, message):

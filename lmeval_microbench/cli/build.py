@@ -92,9 +92,9 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         type=method_or_auto,
         metavar="METHOD",
         help=f"selection method: {listing(METHODS)}, or auto (default: auto: method and "
-        "estimator chosen by nested cross-validation over the source models, never one that "
-        "does worse there than random items with their plain mean; the choice is recorded in "
-        "the bundle)",
+        "estimator chosen by cross-validation over the source models, never one that does "
+        "not clearly beat random items with the guarded estimator there; the choice is "
+        "recorded in the bundle)",
     )
     parser.add_argument(
         "--budget",
@@ -292,6 +292,13 @@ def _check_recipe_args(args: argparse.Namespace) -> None:
         raise InputError("--budget auto needs --target-mae (the error to reach, in points)")
     if args.budget != AUTO and args.target_mae is not None:
         raise InputError("--target-mae chooses the budget: pass it with --budget auto")
+    chosen = (args.method or AUTO, args.budget, args.default_estimator)
+    if args.new_models != "any" and AUTO not in chosen:
+        raise InputError(
+            f"--new-models {args.new_models} changes how auto chooses; with --method, "
+            "--budget and --default-estimator all fixed nothing is chosen: leave one of them "
+            "auto, or drop --new-models"
+        )
     if args.budget != AUTO and args.audit >= args.budget:
         raise InputError(
             f"--audit {args.audit} leaves none of the budget of {args.budget} items to the "
