@@ -64,15 +64,18 @@ def fold_run(
     held: np.ndarray,
     estimator: str,
     fit_on: np.ndarray | None = None,
+    order: np.ndarray | None = None,
 ) -> FoldRun:
     """The ``held`` models (mask) replayed, the score map fitted on ``fit_on`` (default: the
-    other source models)."""
+    other source models). ``order``: the asked order of an earlier replay of the same ``held``
+    models (it depends on their answers and the IRT alone, not on the score map)."""
     fit_on = ~held if fit_on is None else fit_on
     kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]
     score_map = ScoreMap.fit(estimator, source.select_models(kept), truth[fit_on])
     answers = values[held]
-    result = replay(params, answers, selector=MaxInfoSelector(), max_items=source.n_items)
-    return FoldRun(np.flatnonzero(held), answers, result.order, score_map)
+    if order is None:
+        order = replay(params, answers, selector=MaxInfoSelector(), max_items=source.n_items).order
+    return FoldRun(np.flatnonzero(held), answers, order, score_map)
 
 
 def checkpoint_states(

@@ -206,13 +206,17 @@ def _directed_runs(
     estimator: str,
 ) -> dict[str, list[FoldRun]]:
     """Per direction, the replays of its folds (directions with fewer than
-    :data:`MIN_FOLD_MODELS` held-out models are left out)."""
+    :data:`MIN_FOLD_MODELS` held-out models are left out). Folds that hold out the same models
+    (both of a direction: they differ in the models the map is fitted on) share one replay."""
     runs: dict[str, list[FoldRun]] = {}
+    orders: dict[bytes, np.ndarray] = {}
     for train, test, direction in directed_folds(truth):
         if test.size < MIN_FOLD_MODELS or source.n_models - test.size < MIN_FOLD_MODELS:
             continue
         held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
-        run = fold_run(source, truth, values, params, held, estimator, fit_on)
+        order = orders.get(test.tobytes())
+        run = fold_run(source, truth, values, params, held, estimator, fit_on, order)
+        orders[test.tobytes()] = run.order
         runs.setdefault(direction, []).append(run)
     return runs
 

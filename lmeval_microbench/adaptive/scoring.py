@@ -256,7 +256,7 @@ class ScoreMap:
         value, lower, upper = self._estimate(imputed)
         if self.imputation == "posterior":
             return value, value, value
-        readings = [value, self._estimate(impute(expected, asked, scores, "posterior"))[0]]
+        readings = [value, self.predict(impute(expected, asked, scores, "posterior"))]
         if self.pseudo != PSEUDO_ANSWERS:  # the run's own hit rate, trusted as before the choice
             readings.append(self.predict(impute(expected, asked, scores, "shifted")))
         low = np.minimum(np.min(readings, axis=0), lower)
