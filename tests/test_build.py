@@ -266,7 +266,7 @@ def test_the_suite_tool_reseals_without_refitting(tmp_path):
     for bm, bundle in before.items():
         again = load_bundle(suite / bm)
         assert again == bundle and again.provenance.created == bundle.provenance.created
-        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.2"
+        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.3"
     assert load_state(suite / "joint.json").state_dict() == joint
 
 

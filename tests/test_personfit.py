@@ -104,6 +104,25 @@ def test_random_responders_are_flagged_and_ordinary_ones_are_not():
     assert all(f.reason == "" for f in fits_ordinary if not f.flagged)
 
 
+def test_far_fewer_right_answers_than_chance_is_not_guessing():
+    """The count test is two-sided: a model far below the chance rates (systematically
+    wrong, or below the weakest sources standing in for chance) is not a guesser."""
+    params = _params()
+    ids = list(params.item_ids)
+    rng = np.random.default_rng(11)
+    below = (rng.random((200, N_ITEMS)) < 0.1).astype(np.float64)
+    test = pf.guessing_test(params, below, ids, 0.5, n_simulations=1000, seed=12)
+    # the likelihood ratio alone leaves many of them looking like guessing ...
+    assert np.mean(test.p_value >= 0.01) > 0.2
+    # ... the count of right answers, far below chance, does not
+    assert np.mean(test.score_p_value < 0.01) > 0.95
+    fits = pf.person_fit(params, below, ids, 0.5, n_simulations=1000)
+    assert np.mean([f.guessing for f in fits]) < 0.05
+    at_chance = (rng.random((200, N_ITEMS)) < 0.5).astype(np.float64)
+    at_chance_p = pf.guessing_test(params, at_chance, ids, 0.5, n_simulations=1000).score_p_value
+    assert 0.0 < np.mean(at_chance_p < 0.05) < 0.12
+
+
 def test_guessing_p_value_is_uniform_ish_under_guessing():
     params = _params()
     ids = list(params.item_ids)
@@ -131,10 +150,17 @@ def test_widening_reaches_chance_only_when_guessing():
     assert wide.value == pytest.approx(0.1 * 0.517 + 0.9 * 0.25)
     assert (wide.lower, wide.upper) == (0.25, 0.570)
     assert "chance-level score 25.0" in note and "guessing" in note and "0.90" in note
-    above = Estimate(0.10, 0.05, 0.2)
-    wide, _ = pf.widen_for_fit(above, guess, 0.25)
-    assert (wide.lower, wide.upper) == (0.05, 0.25)
-    assert wide.value == pytest.approx(0.1 * 0.10 + 0.9 * 0.25)
+    # below chance the value stays: guessing says "no better than chance", not "better"
+    below = Estimate(0.10, 0.05, 0.2)
+    wide, note = pf.widen_for_fit(below, guess, 0.25)
+    assert (wide.value, wide.lower, wide.upper) == (0.10, 0.05, 0.25)
+    assert "chance-level score 25.0 (estimate kept)" in note
+    # the weakest sources standing in for chance: their score is a floor, not a guesser's
+    for start in (estimate, below):
+        wide, note = pf.widen_for_fit(start, guess, 0.25, stand_in=True)
+        assert wide.value == start.value
+        assert (wide.lower, wide.upper) == (min(start.lower, 0.25), max(start.upper, 0.25))
+        assert "weakest source models' score 25.0 (estimate kept)" in note
     unsure = pf.PersonFit(-1.0, -2.0, 0.4, 0.3, 0.01, 25, False, True, "could be guessing")
     wide, _ = pf.widen_for_fit(estimate, unsure, 0.25)
     assert wide.value == pytest.approx(0.7 * 0.517 + 0.3 * 0.25) and wide.lower == 0.25

@@ -97,7 +97,7 @@ def test_build_writes_a_person_fit_block_that_round_trips(bundle, tmp_path):
     assert spec.lz_threshold < 0
     folder = save_bundle(bundle, tmp_path / "b")
     document = json.loads((folder / BUNDLE_FILE).read_text())
-    assert document["schema_version"] == "1.2" and document["person_fit"]["chance"] == CHANCE
+    assert document["schema_version"] == "1.3" and document["person_fit"]["chance"] == CHANCE
     assert load_bundle(folder) == bundle and load_bundle(folder).person_fit == spec
 
 
@@ -136,6 +136,38 @@ def test_no_chance_falls_back_to_the_weakest_source_models(source):
     weakest = np.sort(source.mean_scores())[: round(0.05 * N_SOURCE)]
     assert spec.chance_score == pytest.approx(weakest.mean())
     assert set(spec.chance) == set(built.item_ids) and "weakest 5 %" in spec.chance_rule
+    assert spec.stand_in and spec.chance_from == "weakest_sources"
+    # a flagged model keeps its value: the weakest sources' score is a floor, not a guesser's
+    held_out = four_choice_models(300, seed=21)
+    raw = estimate_models(Bundle.from_dict({**built.to_dict(), "person_fit": None}), held_out)
+    checked = estimate_models(built, held_out)
+    guessing = [k for k, r in enumerate(checked) if r["person_fit"]["guessing"]]
+    assert guessing  # the weakest held-out models look like the weakest sources
+    for k in guessing:
+        assert checked[k]["estimate_value"] == raw[k]["estimate_value"]
+        low, high = checked[k]["estimate_lower"], checked[k]["estimate_upper"]
+        assert (
+            low <= spec.chance_score <= high and "estimate kept" in checked[k]["person_fit"]["note"]
+        )
+
+
+def test_bundles_before_1_3_say_where_chance_came_from_in_words(bundle, source):
+    assert bundle.person_fit.chance_from == "given" and not bundle.person_fit.stand_in
+    floor = build_bundle(
+        source,
+        source.mean_scores(),
+        name="floor",
+        benchmark="toy",
+        method="random",
+        budget=BUDGET,
+        estimators=["mean"],
+        default_estimator="mean",
+    )
+    for built, stand_in in ((bundle, False), (floor, True)):
+        document = built.to_dict()
+        document["schema_version"] = "1.2"
+        del document["person_fit"]["chance_from"]
+        assert Bundle.from_dict(document).person_fit.stand_in is stand_in
 
 
 def test_a_chance_mapping_must_cover_the_subset(source):
@@ -163,6 +195,7 @@ def test_a_chance_mapping_must_cover_the_subset(source):
         (lambda f: f.pop("lz_rule"), r"person_fit: missing required field 'lz_rule'"),
         (lambda f: f.update(extra=1), r"person_fit: unknown fields \['extra'\]"),
         (lambda f: f.update(lz_threshold=True), r"person_fit\.lz_threshold: expected number"),
+        (lambda f: f.update(chance_from="guess"), r"person_fit\.chance_from: one of"),
     ],
 )
 def test_a_bad_block_is_refused_naming_the_field(bundle, edit, message):

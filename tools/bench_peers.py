@@ -23,7 +23,10 @@ blocks hold out 2 of their 12 models per split, so they take more seeds (``--psn
 
 Methods: ``ours`` is the default of ``microbench build`` (``--method auto``: method and
 estimator chosen by cross-validation, then the bundle fitted) followed by ``microbench
-estimate``, called through the same library functions; ``ours_audit`` the same with 30 % of
+estimate``, called through the same library functions. Its values are those ``estimate``
+prints (built without ``--chance``, the person-fit check moves no value); its intervals are
+the estimator's, before the check widens those of models flagged as guessing
+(``bench/fit_effect.md`` measures that step). ``ours_audit`` the same with 30 % of
 the budget as audit items (at 50 and 100 items, all source models); ``ours_inside`` the build
 for models like the sources (``--new-models like-sources``: the choice validated on random
 folds only, guarded estimators only; all source models, random and extrapolation protocols,
@@ -229,11 +232,25 @@ def run_ours(
     rows: tuple[np.ndarray, np.ndarray],
 ) -> dict[str, Any]:
     """``microbench build`` with its defaults, then ``microbench estimate`` on the targets."""
+    start = time.perf_counter()
+    bundle, target, recipe = build_ours(method, values, truth, ids, cell, rows)
+    return estimate_record(cell, bundle, target, recipe, start)
+
+
+def build_ours(
+    method: str,
+    values: np.ndarray,
+    truth: np.ndarray,
+    ids: list[str],
+    cell: Cell,
+    rows: tuple[np.ndarray, np.ndarray],
+) -> tuple[Any, ResponseMatrix, str]:
+    """The bundle ``microbench build`` makes for ``method`` on the cell's source models, the
+    target models' matrix and the recipe chosen (``method+estimator``)."""
     source_rows = rows[0]
     source, target = split_matrices(values, ids, rows)
     audit = round(AUDIT_SHARE * cell.budget) if method == "ours_audit" else 0
     audit = audit if audit >= 2 else 0
-    start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         choice = choose_recipe(
@@ -257,7 +274,7 @@ def run_ours(
             default_estimator=choice.estimator,
             audit=audit,
         )
-        return estimate_record(cell, bundle, target, f"{choice.method}+{choice.estimator}", start)
+    return bundle, target, f"{choice.method}+{choice.estimator}"
 
 
 def split_matrices(

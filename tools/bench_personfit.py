@@ -373,7 +373,9 @@ def render(results: dict[str, Any], shipped: dict[str, Any], args: argparse.Name
         f"held-out models are those more than {100 * WEAK_MARGIN:.0f} points above the "
         f"chance-level full score; 'weak' are within {100 * WEAK_MARGIN:.0f} points of it (or "
         "below). A model is flagged 'guessing' when the bootstrap p-value of the guessing "
-        "test is >= alpha; its interval is then widened to contain the chance score. Coverage "
+        "test and the two-sided p-value of its count of right answers are both >= alpha; its "
+        "interval is then widened to contain the chance score, and an estimate above that "
+        "score moves toward it by P(guessing) (`personfit.widen_for_fit`). Coverage "
         "= share whose interval (nominal 90 %) contains the true full score (all percents).",
         "",
         "| benchmark | chance | items | held-out (ord./weak) | l_z* thr. | l_z* false alarm "

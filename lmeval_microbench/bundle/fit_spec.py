@@ -13,7 +13,12 @@ matrix and the benchmark's format can give, so the build records them here once:
 * ``chance_score``: the *full-benchmark* score of a random responder (fraction), the value an
   interval must reach when the answers cannot be told from guessing;
 * ``chance_rule`` and ``lz_rule``: how chance and the threshold were decided, in words, for
-  the reader of the bundle.
+  the reader of the bundle;
+* ``chance_from``: ``"given"`` (the build was told the chance levels: a random responder's
+  score is the chance score) or ``"weakest_sources"`` (the weakest source models stand in:
+  their score is a floor of the sources, not a guesser's, so the check widens the interval
+  to it and does not move the estimate). Schema 1.3; older bundles say it only in
+  ``chance_rule``, from which it is read.
 
 The block is optional: bundles written before schema 1.2 have none and report no person fit.
 """
@@ -31,7 +36,18 @@ from .._types import ItemId
 from ..errors import BundleError
 from .fields import _get, _no_unknown, _non_empty, _object
 
-FIELDS = ("lz_threshold", "alpha", "chance", "chance_score", "chance_rule", "lz_rule")
+FIELDS = (
+    "lz_threshold",
+    "alpha",
+    "chance",
+    "chance_score",
+    "chance_rule",
+    "lz_rule",
+    "chance_from",
+)
+CHANCE_FROM = ("given", "weakest_sources")
+STAND_IN_RULE = "no choices known"
+"""How ``chance_rule`` begins when the weakest source models stand in (bundles before 1.3)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,8 @@ class PersonFitSpec:
     chance_score: float
     chance_rule: str
     lz_rule: str
+    chance_from: str = ""
+    """``"given"`` or ``"weakest_sources"``; empty: read from ``chance_rule`` (before 1.3)."""
 
     def __post_init__(self) -> None:
         where = "person_fit"
@@ -62,6 +80,18 @@ class PersonFitSpec:
         object.__setattr__(self, "alpha", alpha)
         object.__setattr__(self, "chance_score", score)
         object.__setattr__(self, "chance", _checked_chance(self.chance, f"{where}.chance"))
+        if not self.chance_from:
+            stand_in = self.chance_rule.startswith(STAND_IN_RULE)
+            object.__setattr__(self, "chance_from", CHANCE_FROM[int(stand_in)])
+        if self.chance_from not in CHANCE_FROM:
+            raise BundleError(
+                f"{where}.chance_from: one of {list(CHANCE_FROM)}, got {self.chance_from!r}"
+            )
+
+    @property
+    def stand_in(self) -> bool:
+        """Whether the weakest source models stand in for chance (no levels were given)."""
+        return self.chance_from == "weakest_sources"
 
     def chance_vector(self, item_ids: Sequence[ItemId]) -> np.ndarray:
         """Chance level of each of ``item_ids`` (every one must be known when per item)."""
@@ -96,6 +126,7 @@ class PersonFitSpec:
             "chance_score": self.chance_score,
             "chance_rule": self.chance_rule,
             "lz_rule": self.lz_rule,
+            "chance_from": self.chance_from,
         }
 
     @classmethod
@@ -109,6 +140,7 @@ class PersonFitSpec:
             chance_score=_get(obj, "chance_score", float, where),
             chance_rule=_non_empty(_get(obj, "chance_rule", str, where), f"{where}.chance_rule"),
             lz_rule=_non_empty(_get(obj, "lz_rule", str, where), f"{where}.lz_rule"),
+            chance_from=_get(obj, "chance_from", str, where, ""),
         )
 
 

@@ -26,8 +26,10 @@ it reads a newer minor version with a :class:`BundleVersionWarning`, ignoring th
 does not know (minor versions only ever add optional fields). Unknown fields in a file of
 this version or older are an error, because they are typos. 1.1 added
 ``checksums.document``, which seals the list of side files too; 1.2 the optional
-``person_fit`` block (:mod:`.fit_spec`: thresholds and chance levels of the person-fit check).
-A reader accepts ``person_fit`` in a file of any 1.x version; older bundles simply have none.
+``person_fit`` block (:mod:`.fit_spec`: thresholds and chance levels of the person-fit check);
+1.3 its ``chance_from`` field (whether chance levels were given or the weakest source models
+stand in). A reader accepts ``person_fit`` in a file of any 1.x version; older bundles simply
+have none.
 
 The parts (dataset coordinates, metric, provenance, estimator states) and the field readers
 every section is checked with live in :mod:`.fields`; this module holds the document itself.
@@ -68,7 +70,7 @@ from .fields import (
 if TYPE_CHECKING:
     from .fit_spec import PersonFitSpec
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """Version this package writes; it reads any ``1.x``."""
 
 _HEX = re.compile(r"^[0-9a-f]+$")

@@ -1,0 +1,55 @@
+"""tools/bench_fit_effect.py: the default build's estimates before and after person fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from tools_support import tools_module
+
+
+def test_given_chance_comes_from_the_shipped_pools_and_only_where_choices_are_known(
+    shared_data,
+):
+    tool = tools_module("bench_fit_effect")
+    bench_peers = tools_module("bench_peers")
+    _, _, ids = bench_peers.load_matrix("winogrande", shared_data)
+    chance = tool.given_chance("winogrande", ids)
+    assert set(chance) == set(ids) and set(chance.values()) == {0.5}
+    _, _, ids = bench_peers.load_matrix("ifeval", shared_data)
+    assert tool.given_chance("ifeval", ids) is None  # no choices: the weakest sources stand in
+    assert tool.given_chance("psn_bbh", ["x"]) is None
+
+
+def test_a_weak_cell_is_run_both_ways_and_reported(shared_data, tmp_path):
+    tool = tools_module("bench_fit_effect")
+    args = ["--data", str(shared_data), "--matrices", "psn_mmlu", "--protocols", "weak"]
+    tool.main([*args, "--psn-seeds", "0,1", "--budget", "25", "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "fit_effect.json").read_text())["rows"]
+    assert (row["matrix"], row["protocol"], row["chance"], row["targets"]) == (
+        "psn_mmlu",
+        "weak",
+        "stand-in",
+        4,
+    )
+    # the weakest sources stand in for chance: the check moves no value, only widens
+    assert row["raw"]["mae"] == row["checked"]["mae"]
+    assert row["checked"]["width"] >= row["raw"]["width"]
+    assert "| psn_mmlu | weak | stand-in | 4 |" in (tmp_path / "fit_effect.md").read_text()
+
+
+def test_summaries_pool_the_seeds():
+    tool = tools_module("bench_fit_effect")
+    truth = np.array([0.5, 0.6])
+    estimate = (np.array([0.52, 0.6]), np.array([0.45, 0.61]), np.array([0.6, 0.7]))
+    part = {
+        "truth": truth,
+        "raw": estimate,
+        "checked": estimate,
+        "guessing": np.array([True, False]),
+        "misfit": np.array([False, False]),
+        "recipe": "random+guarded",
+    }
+    summary = tool.summarise([part, part])
+    assert summary["targets"] == 4 and summary["guessing"] == 0.5
+    assert np.isclose(summary["raw"]["mae"], 1.0) and summary["raw"]["coverage"] == 0.5
