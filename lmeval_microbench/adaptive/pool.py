@@ -319,8 +319,9 @@ class PoolEstimate:
 
 def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9) -> PoolEstimate:
     """The estimate an adaptive run's answers give, whatever order they were asked in,
-    after the pool's person-fit check (the rule of static estimates: answers that cannot be
-    told from guessing move the value toward the chance score and widen the interval to it).
+    after the pool's person-fit check (the rule of static estimates,
+    :func:`..personfit.widen_for_fit`: answers that cannot be told from guessing widen the
+    interval to the chance score).
 
     The posterior depends only on which items were answered how, so this is what the run
     printed, recomputed from its samples (what ``microbench reconstruct`` needs).

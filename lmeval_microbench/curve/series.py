@@ -251,9 +251,9 @@ def _check_person_fit(
     bundle: Bundle, values: np.ndarray, points: list[CurvePoint]
 ) -> tuple[list[CurvePoint], list[str]]:
     """The checkpoints with their estimates after the bundle's person-fit check (the rule of
-    every estimate: early checkpoints that answer like guessing move toward chance and their
-    intervals reach it), and one note per flagged checkpoint. The change tests keep the
-    estimator's own function: they compare answer patterns, not reported values."""
+    every estimate, :func:`..personfit.widen_for_fit`: the intervals of early checkpoints that
+    answer like guessing reach chance), and one note per flagged checkpoint. The change tests
+    keep the estimator's own function: they compare answer patterns, not reported values."""
     fits = bundle_person_fit(bundle, values)
     if fits is None:
         return points, []

@@ -163,7 +163,7 @@ class LiveEvaluator:
 
     def _estimate(self, name: str) -> Scored:
         """The model's estimate after the person-fit check its lm-eval run announced (the
-        same rule as every other estimate: guessing moves it toward chance and widens it)."""
+        same rule as every other estimate, :func:`..personfit.widen_for_fit`)."""
         from ..personfit import check_estimate
         from ..reconstruct import bundle_estimator
 
