@@ -41,6 +41,8 @@ share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and
     python tools/bench_peers.py --venv .peers-venv              # everything (hours)
     python tools/bench_peers.py --only ours --matrices ifeval   # one method, one matrix
     python tools/bench_peers.py --report-only --seeds 0,1 --psn-seeds 0-9   # the report
+    python tools/bench_peers.py --only ours,ours_audit,ours_inside --seeds 0,1 \
+        --psn-seeds 0-9 --peer-metrics bench/peers.json   # ours again, benchpred's as before
 """
 
 from __future__ import annotations
@@ -398,9 +400,35 @@ def cell_metrics(record: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def earlier_peer_metrics(path: Path) -> dict[str, dict[str, Any]]:
+    """``cell key -> {"n_targets", "methods": {peer: metrics}}`` of an earlier report's JSON.
+
+    benchpred's methods take hours (``pirt`` and ``gpirt`` most) and do not change when our
+    code does, so a rerun of ``ours*`` can take their per-cell metrics from the committed
+    ``bench/peers.json`` (``--peer-metrics``) instead of a cache that a fresh checkout lacks.
+    Our own methods are never taken from it.
+    """
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return {
+        cell["key"]: {
+            "n_targets": cell["n_targets"],
+            "methods": {m: v for m, v in cell["methods"].items() if m in PEERS},
+        }
+        for cell in cells
+    }
+
+
 def collect(
-    cells: list[Cell], methods: list[str], data: Path, cache: Cache, v1_all: int
+    cells: list[Cell],
+    methods: list[str],
+    data: Path,
+    cache: Cache,
+    v1_all: int,
+    earlier: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
+    """Per cell, the metrics of every method with a cached record; a benchpred method
+    without one takes its metrics from ``earlier`` (:func:`earlier_peer_metrics`) when that
+    report scored the same number of targets in the cell."""
     rows = []
     for matrix in sorted({c.matrix for c in cells}):
         _, truth, _ = load_matrix(matrix, data)
@@ -408,10 +436,16 @@ def collect(
         for cell in (c for c in cells if c.matrix == matrix):
             _, target = cell_rows(truth, cell, v1_all)
             row = {**asdict(cell), "key": cell.key, "n_targets": int(target.size), "methods": {}}
+            before = (earlier or {}).get(cell.key, {})
+            reusable = before.get("methods", {}) if before.get("n_targets") == target.size else {}
             for method in methods:
+                if not runs_method(method, cell):
+                    continue
                 record = records[method].get(cell.key)
-                if record is not None and runs_method(method, cell):
+                if record is not None:
                     row["methods"][method] = cell_metrics(record, truth[target])
+                elif method in reusable:
+                    row["methods"][method] = reusable[method]
             rows.append(row)
     return rows
 
@@ -438,6 +472,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--peer-metrics",
+        type=Path,
+        help="an earlier report's JSON (e.g. bench/peers.json): benchpred's per-cell metrics "
+        "for cells the cache lacks, so that only our methods need rerunning",
+    )
     return parser.parse_args(argv)
 
 
@@ -465,7 +505,8 @@ def main(argv: list[str] | None = None) -> None:
                 fill_ours(method, mine, args.data, cache, args.v1_all)
             else:
                 fill_peer(method, mine, args.data, cache, ensure_venv(args.venv), args.v1_all)
-    rows = collect(cells, [*OURS, *PEERS], args.data, cache, args.v1_all)
+    earlier = earlier_peer_metrics(args.peer_metrics) if args.peer_metrics else None
+    rows = collect(cells, [*OURS, *PEERS], args.data, cache, args.v1_all, earlier)
     info = {
         "command": "python tools/bench_peers.py " + " ".join(argv or sys.argv[1:]),
         "started": started,
@@ -474,6 +515,8 @@ def main(argv: list[str] | None = None) -> None:
         "v1_all": args.v1_all,
         "peers": {"fast": FAST, "medium": MEDIUM, "slow": SLOW},
     }
+    if args.peer_metrics:
+        info["peer_metrics_from"] = str(args.peer_metrics)
     write_report(rows, info, args.out)
 
 
