@@ -50,8 +50,9 @@ def build_spec(
     id to chance level covering every subset item (the full-benchmark chance score is then
     the mean over all items the mapping gives, ideally the whole benchmark), or None when
     the benchmark has no choices: each item's rate among the weakest
-    :data:`FLOOR_SHARE` of source models, and as chance score those models' mean full score.
-    A mapping whose subset items share one level is stored as that one number.
+    :data:`FLOOR_SHARE` of source models, and as chance score those models' mean full score
+    (``chance_from = "weakest_sources"``: the check widens intervals to that score but moves
+    no estimate). A mapping whose subset items share one level is stored as that one number.
     """
     ids = list(item_ids)
     per_item, score, chance_rule = _build_chance(values, ids, target, chance)
