@@ -35,6 +35,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import DATA, MATRICES, PSN, REPO, Cell, build_ours, cell_rows, load_matrix
 
+from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.estimators import estimator_from_state
@@ -116,7 +117,7 @@ def summarise(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_report(results: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fit_effect.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_text_if_changed(out / "fit_effect.json", json.dumps(results, indent=1) + "\n")
     info = results["info"]
     lines = [
         "# What the person-fit check does to the default build's estimates",
@@ -144,7 +145,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             f"| {raw['width']:.1f} → {checked['width']:.1f} | {100 * row['guessing']:.0f} % "
             f"| {100 * row['misfit']:.0f} % | {', '.join(row['recipes'])} |"
         )
-    (out / "fit_effect.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_if_changed(out / "fit_effect.md", "\n".join(lines) + "\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
