@@ -250,19 +250,36 @@ def build_ours(
             audit=audit,
             extrapolation=method != "ours_inside",
         )
-        bundle = build_bundle(
+    bundle = build_recipe(
+        cell, source, truth[source_rows], choice.method, choice.estimator, audit=audit
+    )
+    return bundle, target, f"{choice.method}+{choice.estimator}"
+
+
+def build_recipe(
+    cell: Cell,
+    source: ResponseMatrix,
+    source_truth: np.ndarray,
+    method: str,
+    estimator: str,
+    audit: int = 0,
+) -> Any:
+    """The bundle ``microbench build --method M --estimator E`` makes on the cell's source
+    models (``audit`` of the budget drawn as audit items)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_bundle(
             source,
-            truth[source_rows],
+            source_truth,
             name=cell.key,
             benchmark=cell.matrix,
-            method=choice.method,
+            method=method,
             budget=cell.budget,
             seed=cell.seed,
-            estimators=[choice.estimator],
-            default_estimator=choice.estimator,
+            estimators=[estimator],
+            default_estimator=estimator,
             audit=audit,
         )
-    return bundle, target, f"{choice.method}+{choice.estimator}"
 
 
 def split_matrices(

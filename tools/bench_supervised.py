@@ -26,7 +26,6 @@ import json
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from bench_peers import (
     V2,
     Cache,
     Cell,
+    build_recipe,
     cell_metrics,
     cell_rows,
     estimate_record,
@@ -50,7 +50,6 @@ from bench_peers import (
 )
 
 from lmeval_microbench._io import write_text_if_changed
-from lmeval_microbench.build import build_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = ("lasso+kridge", "lasso+guarded", "greedy+kridge", "greedy+guarded")
@@ -69,20 +68,8 @@ def run_recipe(
     rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        bundle = build_bundle(
-            source,
-            truth[rows[0]],
-            name=cell.key,
-            benchmark=cell.matrix,
-            method=method,
-            budget=cell.budget,
-            seed=cell.seed,
-            estimators=[estimator],
-            default_estimator=estimator,
-        )
-        return estimate_record(cell, bundle, target, recipe, start)
+    bundle = build_recipe(cell, source, truth[rows[0]], method, estimator)
+    return estimate_record(cell, bundle, target, recipe, start)
 
 
 def cells_of(matrix: str, n_items: int, budgets: list[int], seeds: list[int]) -> list[Cell]:
