@@ -320,3 +320,43 @@ def test_random_responders_on_a_shipped_pool_land_at_chance_and_ordinary_ones_do
         for r, row in enumerate(order)
     ]
     assert np.mean(flagged) <= 0.05
+
+
+def test_every_shipped_pool_places_its_side_bands_by_ability():
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    for path in sorted(SHIPPED_POOLS.glob("*/*/bundle.json")):
+        sides = pool_state(load_bundle(path.parent)).state.score_map.sides
+        assert {side.side for side in sides} == {"below", "above"}, path
+        below, above = sorted(sides, key=lambda side: side.side != "below")
+        assert below.ability_edge < 0.0 < above.ability_edge, path
+
+
+def test_ability_edges_added_to_an_older_pool_are_the_ones_a_build_fits(pool):
+    """An older pool (no ability edges) refreshed from its source matrix gets exactly the
+    edges a build fits; another matrix is refused."""
+    from dataclasses import replace
+
+    from lmeval_microbench.adaptive.pool import ADAPTIVE, with_ability_edges
+    from lmeval_microbench.bundle import EstimatorSpec
+
+    state = pool_state(pool).state
+    fitted = {side.side: side.ability_edge for side in state.score_map.sides}
+    assert all(edge is not None for edge in fitted.values())
+    stripped = state.to_dict()
+    for side in ("below", "above"):
+        del stripped[side]["ability_edge"]
+    older = replace(
+        pool,
+        estimators=tuple(
+            EstimatorSpec(ADAPTIVE, stripped) if spec.name == ADAPTIVE else spec
+            for spec in pool.estimators
+        ),
+    )
+    assert all(side.ability_edge is None for side in pool_state(older).state.score_map.sides)
+    matrix, _ = simulate_responses(PARAMS, 400, seed=2)
+    again = pool_state(with_ability_edges(older, matrix)).state.score_map.sides
+    assert {side.side: side.ability_edge for side in again} == pytest.approx(fitted, abs=1e-12)
+    other, _ = simulate_responses(PARAMS, 400, seed=5)
+    with pytest.raises(InputError, match="another source matrix"):
+        with_ability_edges(older, other)

@@ -19,6 +19,7 @@ from lmeval_microbench.adaptive.pool import fit_adaptive_state
 from lmeval_microbench.adaptive.scoring import ScoreMap
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
+from lmeval_microbench.errors import InputError
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
 
@@ -52,7 +53,9 @@ def coverage_of_targets(
         score_map=state.score_map,
         checkpoints=(asked,),
     )
-    low, high = state.score_map.interval(run.predictions[asked], asked, 0.9, run.spans[asked])
+    low, high = state.score_map.interval(
+        run.predictions[asked], asked, 0.9, run.spans[asked], run.ability_at(asked)
+    )
     return float(np.mean((truth >= low - 1e-9) & (truth <= high + 1e-9)))
 
 
@@ -114,6 +117,52 @@ def test_a_side_band_only_ever_widens_and_survives_the_pool_state(side):
     )  # stored rounded
     old = ScoreMap.from_parts(score_map.estimator, state.to_dict()["bands"], "shifted")
     np.testing.assert_allclose(old.half_width(grid, ASKED, 0.9), plain, atol=1e-5)  # saved before
+
+
+def test_side_bands_follow_the_ability_not_the_estimate():
+    """A run among the weakest sources is inside the population: it keeps the in-population
+    band, which holds for it. Runs below every source get the downward fold's band. By the
+    estimate (pools saved before the ability edge), both got it: the estimate of a model below
+    the sources lands in the weakest fifth's range."""
+    source, truth, below, _ = world(0)
+    _, _, among, among_truth = world(0, targets=(0.5, 0.9))  # same sources, weakest of them
+    params, state = fit_adaptive_state(source, truth)
+    score_map = state.score_map
+    (down,) = [side for side in score_map.sides if side.side == "below"]
+    assert down.ability_edge is not None and down.ability_edge < 0.5
+    share = {}
+    for name, targets in (("below", below), ("among", among)):
+        run = replay(params, targets, selector=MaxInfoSelector(), max_items=ASKED,
+                     score_map=score_map, checkpoints=(ASKED,))  # fmt: skip
+        value = run.predictions[ASKED]
+        share[name] = (
+            float(np.mean(down.applies(value, run.ability_at(ASKED)))),
+            float(np.mean(down.applies(value))),
+        )
+    assert share["below"][0] >= 0.8 and share["among"][0] <= 0.2, share
+    assert share["among"][1] >= 0.5, share  # the estimate's rule: the band among the sources
+    assert coverage_of_targets(state, params, among, among_truth) >= 0.8
+
+
+def test_an_ability_edge_survives_the_pool_state_and_old_pools_keep_their_rule():
+    source, truth, _, _ = world(0)
+    _, state = fit_adaptive_state(source, truth)
+    score_map = state.score_map
+    stored = score_map.sides_to_dict()
+    again = ScoreMap.from_parts(score_map.estimator, state.to_dict()["bands"], "shifted", stored)
+    assert [s.ability_edge for s in again.sides] == pytest.approx(
+        [s.ability_edge for s in score_map.sides], abs=1e-9
+    )
+    old = {
+        side: {k: v for k, v in obj.items() if k != "ability_edge"} for side, obj in stored.items()
+    }
+    before = ScoreMap.from_parts(score_map.estimator, state.to_dict()["bands"], "shifted", old)
+    grid, far_below = np.linspace(0.0, 1.0, 41), (np.full(41, -9.0), np.full(41, 0.1))
+    for side in before.sides:
+        assert side.ability_edge is None
+        assert (side.applies(grid, far_below) == side.applies(grid)).all()
+    with pytest.raises(InputError, match="no ability edge"):
+        before.sides[0].beyond(np.zeros(1), np.ones(1))
 
 
 def test_directed_folds_need_enough_models_on_their_side():

@@ -141,7 +141,9 @@ def run_protocol(split: Any, args: argparse.Namespace, recipe: dict[str, Any]) -
         str(n): metrics(
             result.predictions[n],
             truth,
-            *smap.interval(result.predictions[n], n, span=result.spans[n]),
+            *smap.interval(
+                result.predictions[n], n, span=result.spans[n], ability=result.ability_at(n)
+            ),
         )
         for n in BUDGETS
     }
@@ -181,7 +183,7 @@ def run_protocol(split: Any, args: argparse.Namespace, recipe: dict[str, Any]) -
             metrics(
                 r.predictions[n],
                 truth,
-                *smap.interval(r.predictions[n], n, span=r.spans[n]),
+                *smap.interval(r.predictions[n], n, span=r.spans[n], ability=r.ability_at(n)),
             )
             for r in runs
         ]

@@ -15,6 +15,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py          # all six of v1
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --suite openllm_v2
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --benchmarks mmlu --out /tmp/p
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --ability-edges   # no refitting
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from build_openllm_v1 import (
 )
 
 from lmeval_microbench.adaptive import build_pool, pool_task_spec
-from lmeval_microbench.adaptive.pool import pool_person_fit
+from lmeval_microbench.adaptive.pool import pool_person_fit, pool_state, with_ability_edges
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
 from lmeval_microbench.benchmarks import SUITES
@@ -67,21 +68,39 @@ def add_person_fit(folder: Path, source: ResponseMatrix, truth, chance) -> None:
     )
 
 
+def add_ability_edges(folder: Path, source: ResponseMatrix) -> None:
+    """Add the side bands' ability edges to a shipped pool, refitting nothing
+    (:func:`~lmeval_microbench.adaptive.pool.with_ability_edges`)."""
+    bundle = with_ability_edges(load_bundle(folder), source)
+    save_bundle(bundle, folder, overwrite=True)
+    sides = pool_state(bundle).state.score_map.sides
+    edges = ", ".join(f"{side.side} {side.ability_edge:.3f}" for side in sides)
+    print(f"{folder.name:<11} ability edges: {edges}", flush=True)
+
+
+def refresh(folder: Path, what: str, source: ResponseMatrix, truth, chance) -> None:
+    """One of the refreshes that refit nothing: ``person_fit`` or ``ability_edges``."""
+    if what == "person_fit":
+        add_person_fit(folder, source, truth, chance)
+    else:
+        add_ability_edges(folder, source)
+
+
 def cv_by_items(pool: Bundle) -> str:
     """The pool's cross-fitted MAE (points) at 10, 25 and 50 items, for the build's log."""
     cv = pool.reliability["adaptive"]["cv_mae_by_items"]
     return ", ".join(f"{n}: {100 * cv[str(n)]:.2f}" for n in (10, 25, 50) if str(n) in cv)
 
 
-def build_one(name: str, data: Path, out: Path, person_fit_only: bool = False) -> None:
+def build_one(name: str, data: Path, out: Path, only: str | None = None) -> None:
     started = time.perf_counter()
     bm = BENCHMARKS[name]
     label = f"openllm-v1-{name}-pool"
     docs, equal = build_docs(bm, data, label)
     source, truth = align_target(source_matrix(bm, data, docs), read_truth(bm, data))
     chance = item_chance(bm, docs)
-    if person_fit_only:
-        add_person_fit(out / name, source, truth, chance)
+    if only:
+        refresh(out / name, only, source, truth, chance)
         return
     bundle = build_pool(
         source,
@@ -106,7 +125,7 @@ def build_one(name: str, data: Path, out: Path, person_fit_only: bool = False) -
     )
 
 
-def build_v2(name: str, data: Path, out: Path, person_fit_only: bool = False) -> None:
+def build_v2(name: str, data: Path, out: Path, only: str | None = None) -> None:
     """The pool of a whole v2 benchmark, with the v2 micro task's settings."""
     import build_openllm_v2 as v2
 
@@ -121,8 +140,8 @@ def build_v2(name: str, data: Path, out: Path, person_fit_only: bool = False) ->
     )
     source = v2.with_hashes(source, {d["item_id"]: d for d in docs})
     chance = v2.item_chance(name, {i: raw[i] for i in ids})
-    if person_fit_only:
-        add_person_fit(out / name, source, truth, chance)
+    if only:
+        refresh(out / name, only, source, truth, chance)
         return
     bundle = build_pool(
         source,
@@ -156,17 +175,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmarks", help="comma-separated (default: all of the suite)")
     parser.add_argument(
         "--person-fit",
-        action="store_true",
+        dest="only",
+        action="store_const",
+        const="person_fit",
         help="only add the person-fit block to the pools of --out (from the data, no refitting)",
+    )
+    parser.add_argument(
+        "--ability-edges",
+        dest="only",
+        action="store_const",
+        const="ability_edges",
+        help="only add the side bands' ability edges to the pools of --out (no refitting)",
     )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite
     names = args.benchmarks.split(",") if args.benchmarks else list(SUITES[args.suite].benchmarks)
     for name in names:
         if args.suite == "openllm_v1":
-            build_one(name, args.data or DEFAULT_DATA, out, args.person_fit)
+            build_one(name, args.data or DEFAULT_DATA, out, args.only)
         else:
-            build_v2(name, args.data or DEFAULT_DATA.parent / "openllm_v2", out, args.person_fit)
+            build_v2(name, args.data or DEFAULT_DATA.parent / "openllm_v2", out, args.only)
     print(f"wrote {out}")
     return 0
 

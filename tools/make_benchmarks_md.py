@@ -45,6 +45,8 @@ SECTIONS = [
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_before_calibrate.md", "tools/bench_adaptive.py"),
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
+    ("adaptive_before_ability_edge.md", "tools/bench_adaptive.py"),
+    ("adaptive_edge_at_weakest.md", "tools/bench_adaptive.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
     ("inloop.md", "tools/bench_inloop.py"),

@@ -42,6 +42,7 @@ def estimate_targets(
     )
     out = {}
     for n, value in result.predictions.items():
-        lower, upper = state.score_map.interval(value, n, level, result.spans[n])
+        ability = result.ability_at(n)
+        lower, upper = state.score_map.interval(value, n, level, result.spans[n], ability)
         out[n] = (value, lower, upper)
     return out

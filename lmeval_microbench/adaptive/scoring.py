@@ -35,7 +35,8 @@ estimates is the honest measure of what is not known. Spans are taken at the 90 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
 fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their bands
-(:class:`SideBands`) are a floor on the width where such a model's estimate lands.
+(:class:`SideBands`) are a floor on the width of a run whose ability posterior places it
+beyond the sources.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from .._conformal import ConformalBand, fit_band
 from .._types import ItemId
@@ -53,6 +55,7 @@ from ..errors import InputError
 from ..estimators import make_estimator
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
+from ..outside.guard import W_MIN
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute
@@ -167,16 +170,28 @@ def _rounded(values: np.ndarray) -> list[float]:
 class SideBands:
     """The bands of the directed folds on one side of the source models.
 
-    ``below``: the weakest source models replayed with the map fitted on stronger ones; they
-    apply to predictions up to ``edge``, the best true score among those models. ``above``: the
-    strongest, fitted on weaker ones, from ``edge`` (the lowest true score among them) up. A
-    model beyond the sources is read worse than one among them (the map regresses towards
-    them); these bands carry that error into the interval where such a model's estimate lands.
+    ``below``: the weakest source models replayed with the map fitted on stronger ones;
+    ``above``: the strongest, fitted on weaker ones. A model beyond the sources is read worse
+    than one among them (the map regresses towards them); these bands carry that error into
+    its interval.
+
+    Which runs get them: those whose ability posterior places them beyond the sources, with
+    probability over :data:`~lmeval_microbench.outside.guard.W_MIN` (the static guard's
+    rule), on the side of ``ability_edge``: the whole-pool ability of the weakest (below) or
+    the strongest (above) percent of the source models (:func:`.pool.ability_edges`). The
+    estimate cannot tell: a model beyond the sources is estimated *inside* their range, and
+    an estimate in the weakest fifth's range is most often a model of that fifth. Applied
+    there (up to ``edge``, the best true score of the fold's models: the rule of pools saved
+    before ``ability_edge``), the bands replayed from models stronger than the whole fifth
+    gave SmolLM2-135M, inside the leaderboard's range, HellaSwag 25.0 [0.0, 81.3] after 25
+    items (before this rule; ``bench/demo_adaptive.md`` has the run now, ``bench/adaptive.md``
+    the rule's effect on replays).
     """
 
     side: str
     edge: float
     folds: tuple[tuple[Band, ...], ...]
+    ability_edge: float | None = None
 
     @classmethod
     def fit(
@@ -186,23 +201,44 @@ class SideBands:
             tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
         ],
         truth: np.ndarray,
+        ability_edge: float | None = None,
     ) -> SideBands:
         _check_side(side)
         edge = float(np.max(truth) if side == BELOW else np.min(truth))
-        return cls(side, edge, tuple(_fit_bands(pred, spans, truth) for pred, spans in folds))
+        bands = tuple(_fit_bands(pred, spans, truth) for pred, spans in folds)
+        return cls(side, edge, bands, ability_edge)
 
-    def applies(self, prediction: np.ndarray) -> np.ndarray:
+    def beyond(self, theta: np.ndarray, se: np.ndarray) -> np.ndarray:
+        """Posterior probability (normal) that the ability lies beyond ``ability_edge``."""
+        if self.ability_edge is None:
+            raise InputError(f"the {self.side} side bands of this pool have no ability edge")
+        z = (self.ability_edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
+        return norm.cdf(z) if self.side == BELOW else norm.sf(z)
+
+    def applies(
+        self, prediction: np.ndarray, ability: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """Where the bands apply: by the run's ``ability`` (posterior mean, sd), or, without
+        it or without an ability edge, by the estimate (see the class)."""
+        if ability is not None and self.ability_edge is not None:
+            return self.beyond(*ability) > W_MIN
         return prediction <= self.edge if self.side == BELOW else prediction >= self.edge
 
     def to_dict(self) -> dict[str, Any]:
         folds = [[band.to_dict() for band in bands] for bands in self.folds]
-        return {SIDE_EDGES[self.side]: self.edge, "folds": folds}
+        found: dict[str, Any] = {SIDE_EDGES[self.side]: self.edge, "folds": folds}
+        if self.ability_edge is not None:
+            found["ability_edge"] = self.ability_edge
+        return found
 
     @classmethod
     def from_dict(cls, side: str, obj: Mapping[str, Any]) -> SideBands:
         _check_side(side)
         folds = tuple(tuple(Band.from_dict(b) for b in fold) for fold in obj["folds"])
-        return cls(side, float(obj[SIDE_EDGES[side]]), folds)
+        ability = obj.get("ability_edge")
+        return cls(
+            side, float(obj[SIDE_EDGES[side]]), folds, None if ability is None else float(ability)
+        )
 
 
 def _check_side(side: str) -> None:
@@ -304,11 +340,12 @@ class ScoreMap:
             tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
         ],
         truth: np.ndarray,
+        ability_edge: float | None = None,
     ) -> ScoreMap:
         """The same map with a set of bands per directed fold ``(predictions, spans)`` of the
-        models on ``side`` of the sources whose true scores are ``truth`` (see
-        :class:`SideBands`); an earlier set of that side is replaced."""
-        found = SideBands.fit(side, folds, truth)
+        models on ``side`` of the sources whose true scores are ``truth``, applied beyond
+        ``ability_edge`` (see :class:`SideBands`); an earlier set of that side is replaced."""
+        found = SideBands.fit(side, folds, truth, ability_edge)
         kept = tuple(bands for bands in self.sides if bands.side != side)
         return replace(self, sides=(*kept, found))
 
@@ -320,8 +357,15 @@ class ScoreMap:
         fitting = [band for band in bands if band.n_items <= n_items]
         return fitting[-1] if fitting else bands[0]
 
-    def half_width(self, prediction: np.ndarray, n_items: int, level: float) -> np.ndarray:
-        """The band's half-width; on a side's range, at least each of its fold bands'."""
+    def half_width(
+        self,
+        prediction: np.ndarray,
+        n_items: int,
+        level: float,
+        ability: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
+        """The band's half-width; for a run beyond the sources on a side (its ``ability``
+        posterior mean and sd, :meth:`SideBands.applies`), at least each of its fold bands'."""
         half = self.band_for(n_items).half_width(prediction, level)
         for side in self.sides:
             widest = half
@@ -329,7 +373,7 @@ class ScoreMap:
                 widest = np.maximum(
                     widest, self.band_for(n_items, bands).half_width(prediction, level)
                 )
-            half = np.where(side.applies(prediction), widest, half)
+            half = np.where(side.applies(prediction, ability), widest, half)
         return half
 
     def interval(
@@ -338,11 +382,14 @@ class ScoreMap:
         n_items: int,
         level: float = 0.9,
         span: tuple[np.ndarray, np.ndarray] | None = None,
+        ability: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band."""
+        """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band
+        (side bands where the run's ``ability``, posterior mean and sd, lies beyond the
+        sources; without it, where the estimate lies on a side's range)."""
         prediction = np.asarray(prediction, dtype=np.float64)
         low, high = (prediction, prediction) if span is None else span
-        half = self.half_width(prediction, n_items, level)
+        half = self.half_width(prediction, n_items, level, ability)
         low = np.minimum(np.asarray(low, dtype=np.float64), prediction) - half
         high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)

@@ -45,6 +45,13 @@ class ReplayResult:
     def steps(self) -> int:
         return len(self.counts)
 
+    def ability_at(self, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and sd of every model's ability once ``n_items`` were asked."""
+        if n_items not in self.counts:
+            raise InputError(f"no step of this replay ended at {n_items} items")
+        step = self.counts.index(n_items)
+        return self.theta[:, step], self.se[:, step]
+
 
 def replay(
     params: ItemParams,
