@@ -120,28 +120,37 @@ def test_a_side_band_only_ever_widens_and_survives_the_pool_state(side):
 
 
 def test_side_bands_follow_the_ability_not_the_estimate():
-    """A run among the weakest sources is inside the population: it keeps the in-population
-    band, which holds for it. Runs below every source get the downward fold's band. By the
-    estimate (pools saved before the ability edge), both got it: the estimate of a model below
-    the sources lands in the weakest fifth's range."""
+    """Runs below every source get the downward fold's band by their ability as by their
+    estimate. Runs among the weakest fifth of the sources are inside the population: by the
+    estimate (pools saved before the ability edge) most of them got the band too, since a
+    model below the sources is estimated in that fifth's range; by the ability, fewer do,
+    their intervals are narrower, and they still cover. Measured (seed 0, 20 of 40 items):
+    below 1.0 / 1.0; among, share with the band 0.53 by ability against 0.76 by estimate,
+    coverage 0.88. In this small world the ability's standard error is large next to the
+    sources' spread; on the leaderboard pools random splits at 50 items went from 6.3-17.2 to
+    4.8-11.8 points wide (``bench/adaptive.md``)."""
     source, truth, below, _ = world(0)
     _, _, among, among_truth = world(0, targets=(0.5, 0.9))  # same sources, weakest of them
     params, state = fit_adaptive_state(source, truth)
     score_map = state.score_map
     (down,) = [side for side in score_map.sides if side.side == "below"]
     assert down.ability_edge is not None and down.ability_edge < 0.5
-    share = {}
+    share, runs = {}, {}
     for name, targets in (("below", below), ("among", among)):
         run = replay(params, targets, selector=MaxInfoSelector(), max_items=ASKED,
                      score_map=score_map, checkpoints=(ASKED,))  # fmt: skip
-        value = run.predictions[ASKED]
+        value, runs[name] = run.predictions[ASKED], run
         share[name] = (
             float(np.mean(down.applies(value, run.ability_at(ASKED)))),
             float(np.mean(down.applies(value))),
         )
-    assert share["below"][0] >= 0.8 and share["among"][0] <= 0.2, share
-    assert share["among"][1] >= 0.5, share  # the estimate's rule: the band among the sources
-    assert coverage_of_targets(state, params, among, among_truth) >= 0.8
+    assert share["below"][0] >= 0.95 and share["below"][1] >= 0.95, share
+    assert share["among"][0] <= share["among"][1] - 0.15, share
+    run = runs["among"]
+    by_ability = score_map.half_width(run.predictions[ASKED], ASKED, 0.9, run.ability_at(ASKED))
+    by_estimate = score_map.half_width(run.predictions[ASKED], ASKED, 0.9)
+    assert by_ability.mean() < by_estimate.mean()
+    assert coverage_of_targets(state, params, among, among_truth) >= 0.85
 
 
 def test_an_ability_edge_survives_the_pool_state_and_old_pools_keep_their_rule():
