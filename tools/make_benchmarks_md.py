@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
+    ("peers_noise.md", "tools/peers_noise.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),

@@ -1,0 +1,39 @@
+"""tools/peers_noise.py: the peer suite's losses set beside their seed-to-seed noise."""
+
+from __future__ import annotations
+
+import json
+
+from tools_support import tools_module
+
+
+def _row(seed: int, ours: float, aipw: float, budget: int = 50) -> dict:
+    return {
+        "matrix": "m", "population": "all", "protocol": "random", "budget": budget,
+        "seed": seed, "methods": {"ours": {"mae": ours}, "aipw": {"mae": aipw},
+                                  "random_sampling": {"mae": ours + 1.0}},
+    }  # fmt: skip
+
+
+def test_a_steady_loss_is_clear_and_a_noisy_one_is_not(tmp_path):
+    tool = tools_module("peers_noise")
+    steady = [_row(s, 3.0 + 0.01 * s, 2.0, budget=50) for s in range(4)]  # always 1 worse
+    noisy = [_row(s, 3.0 + (4.0 if s % 2 else -3.0), 3.0, budget=25) for s in range(4)]
+    records = {r["budget"]: r for r in tool.target_cases(steady + noisy)}
+    assert records[50]["best"]["verdict"] == "clear loss"
+    assert abs(records[50]["aipw"]["diff"] - 1.015) < 1e-9 and records[50]["seeds"] == 4
+    assert records[25]["aipw"]["verdict"] == "loss within noise"  # +0.5 ± 2.0
+    assert records[50]["random_sampling"]["verdict"] == "within 0.1"  # ours always ahead
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps({"cells": steady + noisy}))
+    assert tool.main(["--peers", str(peers), "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "peers_noise.md").read_text()
+    assert "| m | random | 50 | 4 | aipw | +1.01 ± 0.01 ✗ |" in text
+
+
+def test_a_case_without_ours_or_outside_the_targets_is_left_out():
+    tool = tools_module("peers_noise")
+    weak = [dict(_row(0, 1.0, 2.0), protocol="weak"), dict(_row(1, 1.0, 2.0), protocol="weak")]
+    small = [_row(0, 1.0, 2.0, budget=10), _row(1, 1.0, 2.0, budget=10)]
+    peers_only = [{**_row(0, 1.0, 2.0), "methods": {"aipw": {"mae": 2.0}}}]
+    assert tool.target_cases(weak + small + peers_only) == []
