@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from peers_report import MARGIN, OURS, TARGET_BUDGETS, best_peer, cases, with_ours_seeds
+from peers_report import MARGIN, OURS, best_peer, cases, is_target_case, with_ours_seeds
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 
@@ -73,10 +73,8 @@ def target_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per target case: ours against its best peer and the named ones."""
     averaged, per_seed = cases(rows), paired(rows)
     out = []
-    for case in sorted(averaged):
-        matrix, population, protocol, budget = case
-        if population != "all" or budget not in TARGET_BUDGETS or protocol == "weak":
-            continue
+    for case in filter(is_target_case, sorted(averaged)):
+        matrix, _, protocol, budget = case
         maes = per_seed.get(case, {})
         best, _ = best_peer(averaged[case])
         if OURS not in maes or best not in maes:

@@ -61,6 +61,13 @@ def with_ours_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [row for row in rows if _case(row) not in ran or row["seed"] in ran[_case(row)]]
 
 
+def is_target_case(case: tuple) -> bool:
+    """The issue's target cases: all source models, 25/50/100 items, random or extrapolation."""
+    _, population, protocol, budget = case
+    in_protocol = protocol in ("random", "extrapolation")
+    return population == "all" and budget in TARGET_BUDGETS and in_protocol
+
+
 def _case(row: dict[str, Any]) -> tuple:
     return (row["matrix"], row["population"], row["protocol"], row["budget"])
 
@@ -113,11 +120,7 @@ def summary_lines(found: list[dict[str, Any]], method: str = OURS) -> list[str]:
     ]
     groups = {
         "target cases (population all, budgets 25/50/100)": [
-            v
-            for v in found
-            if v["case"][1] == "all"
-            and v["case"][3] in TARGET_BUDGETS
-            and v["case"][2] in ("random", "extrapolation")
+            v for v in found if is_target_case(v["case"])
         ],
     }
     for protocol in ("random", "extrapolation", "weak"):

@@ -22,6 +22,7 @@ from ..bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from ..bundle.fit_spec import PersonFitSpec
 from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
+from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.folds import DOWN, UP, directed_folds
 from ..personfit import build_spec, check_estimate, fit_record
@@ -213,16 +214,13 @@ def ability_edges(
     params: ItemParams, values: np.ndarray, prior_mean: float = 0.0, prior_sd: float = 1.0
 ) -> dict[str, float]:
     """Where the sources end on the ability scale, keyed by the side they bound: the
-    whole-pool abilities of the weakest and the strongest :data:`EDGE_SHARE` of the source
-    models. Beyond them, a run gets its side's bands (:class:`.scoring.SideBands`). The same
-    grid posterior and prior as a run's, fed one item at a time (all at once would hold an
-    (answers x nodes) array)."""
-    posterior = GridPosterior(params, len(values), prior_mean=prior_mean, prior_sd=prior_sd)
-    rows = np.arange(len(values))
-    for item in range(values.shape[1]):
-        posterior.update(rows, np.full(len(values), item), values[:, item])
-    theta, _ = posterior.mean_se()
-    low, high = np.quantile(theta, [EDGE_SHARE, 1.0 - EDGE_SHARE])
+    whole-pool abilities (the package's EAP, which a run's grid posterior equals) of the
+    weakest and the strongest :data:`EDGE_SHARE` of the source models. Beyond them, a run gets
+    its side's bands (:class:`.scoring.SideBands`)."""
+    theta, _ = estimate_abilities(
+        params, values, params.item_ids, prior_mean=prior_mean, prior_sd=prior_sd
+    )
+    low, high = np.quantile(theta[:, 0], [EDGE_SHARE, 1.0 - EDGE_SHARE])
     return {BELOW: float(low), ABOVE: float(high)}
 
 
