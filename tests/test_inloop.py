@@ -195,10 +195,17 @@ trainer, callback, lines = test_inloop.train_with_callback(
 if trainer.state.is_world_process_zero:
     Path({out!r}, "main.json").write_text(json.dumps(trainer.state.log_history))
 # as PyTorch asks of every distributed program: without it, gloo's worker threads can abort
-# the process at interpreter exit (SIGABRT, "terminate called without an active exception")
-import torch.distributed
+# the process at interpreter exit (SIGABRT, "terminate called without an active exception").
+# Even with it, CI saw that abort once in interpreter finalization (pytorch/pytorch#179291
+# describes the race), after every output was written; so the script leaves without
+# finalizing, once both ranks are past their last collective.
+import os, torch.distributed
 if torch.distributed.is_initialized():
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 
 
