@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from peers_report import MARGIN, OURS, best_peer, cases, is_target_case, with_ours_seeds
+from peers_report import (
+    MARGIN,
+    OURS,
+    best_peer,
+    case_key,
+    cases,
+    is_target_case,
+    with_ours_seeds,
+)
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 
@@ -41,8 +49,7 @@ def paired(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, np.ndarray]]:
     """Case -> method -> MAE per seed, on the seeds every method of the case ran."""
     found: dict[tuple, dict[int, dict[str, float]]] = defaultdict(dict)
     for row in with_ours_seeds(rows):
-        case = (row["matrix"], row["population"], row["protocol"], row["budget"])
-        found[case][row["seed"]] = {
+        found[case_key(row)][row["seed"]] = {
             method: metrics["mae"]
             for method, metrics in row["methods"].items()
             if "error" not in metrics and math.isfinite(metrics.get("mae", math.nan))

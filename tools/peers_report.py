@@ -31,7 +31,7 @@ def cases(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, dict[str, float]]
     """(matrix, population, protocol, budget) -> method -> seed-averaged metrics."""
     grouped: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in with_ours_seeds(rows):
-        case = (row["matrix"], row["population"], row["protocol"], row["budget"])
+        case = case_key(row)
         for method, metrics in row["methods"].items():
             grouped[case][method].append(metrics)
     out = {}
@@ -57,8 +57,8 @@ def with_ours_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ran: dict[tuple, set] = defaultdict(set)
     for row in rows:
         if OURS in row["methods"]:
-            ran[_case(row)].add(row["seed"])
-    return [row for row in rows if _case(row) not in ran or row["seed"] in ran[_case(row)]]
+            ran[case_key(row)].add(row["seed"])
+    return [row for row in rows if case_key(row) not in ran or row["seed"] in ran[case_key(row)]]
 
 
 def is_target_case(case: tuple) -> bool:
@@ -68,7 +68,8 @@ def is_target_case(case: tuple) -> bool:
     return population == "all" and budget in TARGET_BUDGETS and in_protocol
 
 
-def _case(row: dict[str, Any]) -> tuple:
+def case_key(row: dict[str, Any]) -> tuple:
+    """The case a cell belongs to: (matrix, population, protocol, budget), seeds pooled."""
     return (row["matrix"], row["population"], row["protocol"], row["budget"])
 
 
