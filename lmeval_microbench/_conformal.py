@@ -37,6 +37,12 @@ leaderboard, weak models are the odd ones). The scale is then multiplied by a di
 of the source models' cross-fitted predictions: the shape of a regression prediction interval
 (wider away from the data), an assumption, measured in ``bench/populations.md``.
 
+Recalibrated width (``widen`` >= 1, :mod:`lmeval_microbench.auto.widen`). The residuals refit
+only the estimator's head, on items and an IRT fit chosen once on all source models; with a few
+dozen sources that optimism under-covers a new model. ``--method auto`` repeats selection and
+fit in its random folds, measures by how much the band falls short there, and the half-width
+is multiplied by that factor.
+
 A band stored without these fields (older bundles) loads and gives the same intervals as
 before, and ``fit_band(..., conditional=False)`` fits that one-quantile band for comparisons.
 
@@ -49,7 +55,7 @@ guarded estimator imports ``outside/`` (that cycle broke ``import lmeval_microbe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -107,6 +113,8 @@ class ConformalBand:
         default=None, compare=False, repr=False
     )
     """Cross-fitted predictions, truths and keys it was fitted on (not saved; see :meth:`refit`)."""
+    widen: float = 1.0
+    """Factor on every half-width (>= 1; see the module docstring)."""
 
     def scale(self, prediction: np.ndarray) -> np.ndarray:
         """Residual scale at each predicted score (fractions in [0, 1])."""
@@ -150,7 +158,12 @@ class ConformalBand:
     def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
         """Interval half-width at each predicted score: its region's quantile times the scale."""
         prediction = np.asarray(prediction, dtype=np.float64)
-        return self.region_quantiles(level)[self.region_of(prediction)] * self.scale(prediction)
+        quantiles = self.region_quantiles(level)[self.region_of(prediction)]
+        return self.widen * quantiles * self.scale(prediction)
+
+    def widened(self, factor: float) -> ConformalBand:
+        """This band with its half-widths multiplied by ``factor`` (>= 1) instead."""
+        return replace(self, widen=_checked_widen(factor))
 
     def refit(self, **options: Any) -> ConformalBand:
         """The band refitted on the same residuals with other :func:`fit_band` options.
@@ -176,6 +189,8 @@ class ConformalBand:
             out["region_residuals"] = [r.tolist() for r in self.region_residuals]
         if self.spread > 0:
             out["centre"], out["spread"] = self.centre, self.spread
+        if self.widen != 1.0:
+            out["widen"] = self.widen
         return out
 
     @classmethod
@@ -193,11 +208,23 @@ class ConformalBand:
                 ),
                 float(payload.get("centre", 0.0)),
                 float(payload.get("spread", 0.0)),
+                widen=_checked_widen(payload.get("widen", 1.0)),
             )
         except KeyError as exc:
             raise InputError(f"conformal band lacks field {exc.args[0]!r}") from exc
         _check_regions(band)
         return band
+
+
+def _checked_widen(factor: Any) -> float:
+    """A width factor must be a finite number of at least 1 (a band is only ever widened)."""
+    try:
+        value = float(factor)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1.0):
+        raise InputError(f"conformal band: widen must be a finite number >= 1, got {factor!r}")
+    return value
 
 
 def _check_regions(band: ConformalBand) -> None:

@@ -48,12 +48,13 @@ def build_bundle(
     ``chance`` (a level for every item, per item id, or None: the weakest source models' item
     rates) sets the bundle's person-fit check (:func:`.personfit.build_spec`).
     ``choice`` (the record of ``--method auto``, :meth:`.auto.RecipeChoice.as_record`) is kept
-    in the reliability summary under ``"auto"``. ``default_estimator`` None takes ``guarded``
-    when it is fitted (the estimate that stays right for models outside the sources), else
-    the fitted estimator with the lowest cross-validated MAE (:func:`lowest_cv_error`); a
-    name is kept. With a supervised selection (``greedy``) on fewer than
-    :data:`.crossfit.CROSS_FIT_MAX_MODELS` source models every estimator's interval is
-    calibrated on out-of-fold estimates whose folds re-selected the items
+    in the reliability summary under ``"auto"``, and the interval factor it measured for its
+    chosen recipe widens that estimator's band (:func:`choice_widen`). ``default_estimator``
+    None takes ``guarded`` when it is fitted (the estimate that stays right for models outside
+    the sources), else the fitted estimator with the lowest cross-validated MAE
+    (:func:`lowest_cv_error`); a name is kept. With a supervised selection (``greedy``) on
+    fewer than :data:`.crossfit.CROSS_FIT_MAX_MODELS` source models every estimator's interval
+    is calibrated on out-of-fold estimates whose folds re-selected the items
     (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
     sample of the items the method left out (:func:`.selection.select_with_audit`).
     """
@@ -75,6 +76,8 @@ def build_bundle(
         estimator = make_estimator(estimator_name).fit(
             source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
         )
+        if estimator_name not in cross_fits:
+            estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
         fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
     cv_mae = {est.name: float(est.cv_mae_) for est in fitted}
     reliability = {
@@ -104,6 +107,22 @@ def build_bundle(
             chance,
         ),
     )
+
+
+def choice_widen(
+    choice: Mapping[str, Any] | None, method: str, budget: int, estimator: str
+) -> float:
+    """The interval factor ``--method auto`` measured for its chosen recipe
+    (:mod:`.auto.widen`) when this is that recipe; 1 otherwise.
+
+    Not applied where the build's own selection cross-fit already re-selected the items in
+    each fold (:mod:`.crossfit`): that band measured the same shortfall itself.
+    """
+    chosen = (choice or {}).get("chosen") or {}
+    recipe = (chosen.get("method"), chosen.get("budget"), chosen.get("estimator"))
+    if recipe != (method, budget, estimator):
+        return 1.0
+    return float(chosen.get("interval_widen", 1.0))
 
 
 def default_for(cv_mae: Mapping[str, float]) -> str:

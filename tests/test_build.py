@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from lmeval_microbench.build import build_bundle, fit_source_irt
-from lmeval_microbench.bundle import load_bundle, save_bundle
+from lmeval_microbench.bundle import SCHEMA_VERSION, load_bundle, save_bundle
 from lmeval_microbench.bundle.integrity import seal
 from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
 from lmeval_microbench.irt import CONSTANT_ITEM_LOGIT
@@ -266,7 +266,8 @@ def test_the_suite_tool_reseals_without_refitting(tmp_path):
     for bm, bundle in before.items():
         again = load_bundle(suite / bm)
         assert again == bundle and again.provenance.created == bundle.provenance.created
-        assert json.loads((suite / bm / "bundle.json").read_text())["schema_version"] == "1.3"
+        document = json.loads((suite / bm / "bundle.json").read_text())
+        assert document["schema_version"] == SCHEMA_VERSION
     assert load_state(suite / "joint.json").state_dict() == joint
 
 

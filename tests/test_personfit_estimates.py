@@ -22,7 +22,14 @@ import test_reconstruct
 
 from lmeval_microbench._io import canonical_json, sha256_bytes
 from lmeval_microbench.build import build_bundle
-from lmeval_microbench.bundle import BUNDLE_FILE, Bundle, MetricSpec, load_bundle, save_bundle
+from lmeval_microbench.bundle import (
+    BUNDLE_FILE,
+    SCHEMA_VERSION,
+    Bundle,
+    MetricSpec,
+    load_bundle,
+    save_bundle,
+)
 from lmeval_microbench.bundle.fit_spec import PersonFitSpec
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.errors import BundleError, InputError
@@ -97,7 +104,8 @@ def test_build_writes_a_person_fit_block_that_round_trips(bundle, tmp_path):
     assert spec.lz_threshold < 0
     folder = save_bundle(bundle, tmp_path / "b")
     document = json.loads((folder / BUNDLE_FILE).read_text())
-    assert document["schema_version"] == "1.3" and document["person_fit"]["chance"] == CHANCE
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert document["person_fit"]["chance"] == CHANCE
     assert load_bundle(folder) == bundle and load_bundle(folder).person_fit == spec
 
 

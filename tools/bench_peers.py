@@ -251,7 +251,13 @@ def build_ours(
             extrapolation=method != "ours_inside",
         )
     bundle = build_recipe(
-        cell, source, truth[source_rows], choice.method, choice.estimator, audit=audit
+        cell,
+        source,
+        truth[source_rows],
+        choice.method,
+        choice.estimator,
+        audit=audit,
+        choice=choice.as_record(),
     )
     return bundle, target, f"{choice.method}+{choice.estimator}"
 
@@ -263,9 +269,11 @@ def build_recipe(
     method: str,
     estimator: str,
     audit: int = 0,
+    choice: dict[str, Any] | None = None,
 ) -> Any:
     """The bundle ``microbench build --method M --estimator E`` makes on the cell's source
-    models (``audit`` of the budget drawn as audit items)."""
+    models (``audit`` of the budget drawn as audit items); with the ``choice`` record of
+    ``--method auto`` its interval factor applies, as in ``microbench build``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return build_bundle(
@@ -279,6 +287,7 @@ def build_recipe(
             estimators=[estimator],
             default_estimator=estimator,
             audit=audit,
+            choice=choice,
         )
 
 
@@ -304,6 +313,7 @@ def estimate_record(
         "upper": upper.tolist(),
         "items": bundle.budget,
         "recipe": recipe,
+        "widen": bundle.reliability.get("auto", {}).get("chosen", {}).get("interval_widen", 1.0),
         "seconds": time.perf_counter() - start,
     }
 
@@ -400,6 +410,7 @@ def cell_metrics(record: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
         out["coverage"] = float(np.mean((lower <= truth) & (truth <= upper)))
         out["width"] = 100 * float(np.mean(upper - lower))
         out["recipe"] = record.get("recipe")
+        out["widen"] = record.get("widen")
     if out["tau"] is not None and not np.isfinite(out["tau"]):
         out["tau"] = None
     return out

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
     ("peers_noise.md", "tools/peers_noise.py"),
+    ("peers_widen.md", "tools/peers_compare.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),

@@ -62,6 +62,8 @@ class Outcome:
 
     errors: list[np.ndarray] = field(default_factory=list)
     covered: list[np.ndarray] = field(default_factory=list)
+    ratios: list[np.ndarray] = field(default_factory=list)
+    """Each target's error over its interval's half-width on the side of the truth."""
     kinds: list[str] = field(default_factory=list)
     groups: list[int] = field(default_factory=list)
     """Which fold of its kind each split is (extrapolation folds repeat with new items)."""
@@ -76,8 +78,10 @@ class Outcome:
         kind: str = RANDOM,
         group: int = 0,
     ) -> None:
-        self.errors.append(np.abs(np.asarray(value) - truth))
-        self.covered.append((np.asarray(lower) <= truth) & (truth <= np.asarray(upper)))
+        value, lower, upper = (np.asarray(a, dtype=np.float64) for a in (value, lower, upper))
+        self.errors.append(np.abs(value - truth))
+        self.covered.append((lower <= truth) & (truth <= upper))
+        self.ratios.append(exceedance_ratios(truth, value, lower, upper))
         self.kinds.append(kind)
         self.groups.append(group)
 
@@ -101,6 +105,11 @@ class Outcome:
         errors = self._of(self.errors, kind) if self.ok else []
         return 100.0 * float(np.mean(np.concatenate(errors))) if errors else math.nan
 
+    def ratio_values(self, kind: str | None = None) -> np.ndarray:
+        """The :attr:`ratios` of every target of protocol ``kind`` (or all), pooled."""
+        ratios = self._of(self.ratios, kind) if self.ok else []
+        return np.concatenate(ratios) if ratios else np.zeros(0)
+
     def coverage(self, kind: str | None = None) -> float:
         covered = self._of(self.covered, kind) if self.ok else []
         return float(np.mean(np.concatenate(covered))) if covered else math.nan
@@ -113,6 +122,18 @@ class Outcome:
 
 
 Table = dict[tuple[Candidate, int], Outcome]
+
+
+def exceedance_ratios(
+    truth: np.ndarray, value: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
+    """``|value - truth|`` over the half-width on the truth's side: above 1 where the interval
+    missed. A zero half-width gives inf where the estimate erred (0 where it did not)."""
+    half = np.where(truth >= value, upper - value, value - lower)
+    error = np.abs(value - truth)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(half > 0, error / np.where(half > 0, half, 1.0), np.inf)
+    return np.where(error > 0, ratio, 0.0)
 
 
 @dataclass(frozen=True)

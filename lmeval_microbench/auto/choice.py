@@ -16,6 +16,9 @@ by 3 points, on 22 models). So the recipe is chosen on the user's own source mod
   it reports is that of "choose, then fit", not the optimistic inner MAE of the winner. It
   is reported beside the floor's outer MAE.
 
+The chosen recipe's random folds also measure whether its interval holds for a model scored
+as a new one is (:mod:`.widen`); the bundle's band is widened by what they show.
+
 Matrices of thousands of models are subsampled for the choice (it is about the recipe, not
 the fit), and IRT candidates are left out of the default list on very wide matrices, where
 one IRT fit per split takes seconds; the record says both.
@@ -60,6 +63,7 @@ from ._cv import (
 from ._cv import split_scheme as _split_scheme
 from ._cv import units as _units
 from ._rule import RULE, candidate_rows, pick
+from .widen import fold_widen, widen_interval
 
 AUTO = "auto"
 FLOOR = Candidate("random", "guarded")
@@ -103,6 +107,8 @@ class BudgetChoice:
     chosen: Candidate
     rows: list[dict]
     nested: dict[str, Any] | None = None
+    widen: float = 1.0
+    """Factor for the chosen recipe's interval half-widths (:func:`.widen.fold_widen`)."""
 
     @property
     def cv_mae(self) -> float:
@@ -144,6 +150,7 @@ class RecipeChoice:
                     "estimator": self.estimator,
                     "budget": self.budget,
                     "cv_mae": self.chosen.cv_mae,
+                    "interval_widen": self.chosen.widen,
                 },
                 "floor": {"method": self.floor.method, "estimator": self.floor.estimator},
                 "rule": RULE,
@@ -183,6 +190,11 @@ class RecipeChoice:
             lines.append(
                 f"nested CV (choose, then fit): auto {nested['auto_mae']:.2f}, floor "
                 f"{nested['floor_mae']:.2f} points over {nested['splits']} outer splits"
+            )
+        if self.chosen.widen > 1.0:
+            lines.append(
+                f"interval half-widths x{self.chosen.widen:.2f}: the chosen recipe's band fell "
+                "short on the random folds (select, then fit)"
             )
         return lines + self.notes
 
@@ -494,7 +506,8 @@ def _choose_per_budget(table: Table, run: _Run) -> dict[int, BudgetChoice]:
                 f"auto: the floor {run.floor.label} cannot be evaluated at budget {budget}: "
                 f"{status}"
             )
-        choices[budget] = BudgetChoice(budget, chosen, rows)
+        widen = fold_widen(table[(chosen, budget)])
+        choices[budget] = BudgetChoice(budget, chosen, rows, widen=widen)
     return choices
 
 
@@ -545,7 +558,8 @@ def _nested(
                 chosen = pick(rows, run.floor, margin=run.extrapolation)
                 chosen = chosen or run.floor
                 picks[budget][chosen.label] += 1
-                _score(split, chosen, budget, auto[budget], run)
+                widen = fold_widen(table[(chosen, budget)])
+                _score(split, chosen, budget, auto[budget], run, widen)
                 _score(split, run.floor, budget, base[budget], run)
             run.bar.update(run.units(1))
     for budget in run.grid:
@@ -560,13 +574,17 @@ def _nested(
         }
 
 
-def _score(split: Split, candidate: Candidate, budget: int, outcome: Outcome, run: _Run) -> None:
-    """Fit ``candidate`` on the outer split's sources and add its target errors."""
+def _score(
+    split: Split, candidate: Candidate, budget: int, outcome: Outcome, run: _Run, widen: float = 1.0
+) -> None:
+    """Fit ``candidate`` on the outer split's sources and add its target errors (its whole
+    interval widened by ``widen``, as the bundle would widen its band)."""
     if outcome.failure is not None:
         return
     irt = run.irt_cache.get(split) if needs_irt(candidate.estimator) else None
     try:
         subset = select_split(candidate.method, split, budget, run.n_audit)
-        outcome.add(split.target_truth, *estimate_split(split, subset, candidate.estimator, irt))
+        estimates = estimate_split(split, subset, candidate.estimator, irt)
+        outcome.add(split.target_truth, *widen_interval(*estimates, widen))
     except FAILURES as exc:
         outcome.failure = f"{candidate.label}: {exc}"

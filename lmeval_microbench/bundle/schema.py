@@ -28,8 +28,10 @@ this version or older are an error, because they are typos. 1.1 added
 ``checksums.document``, which seals the list of side files too; 1.2 the optional
 ``person_fit`` block (:mod:`.fit_spec`: thresholds and chance levels of the person-fit check);
 1.3 its ``chance_from`` field (whether chance levels were given or the weakest source models
-stand in). A reader accepts ``person_fit`` in a file of any 1.x version; older bundles simply
-have none.
+stand in); 1.4 an estimator band's ``widen`` factor (``--method auto``'s interval factor,
+:mod:`lmeval_microbench.auto.widen`), which a 1.3 reader would drop without a word, giving
+narrower intervals: it warns instead, as for any newer minor version. A reader accepts
+``person_fit`` in a file of any 1.x version; older bundles simply have none.
 
 The parts (dataset coordinates, metric, provenance, estimator states) and the field readers
 every section is checked with live in :mod:`.fields`; this module holds the document itself.
@@ -70,7 +72,7 @@ from .fields import (
 if TYPE_CHECKING:
     from .fit_spec import PersonFitSpec
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """Version this package writes; it reads any ``1.x``."""
 
 _HEX = re.compile(r"^[0-9a-f]+$")

@@ -16,8 +16,8 @@ Every estimator has two learned stages, both fitted on the source models only:
 
 Intervals are cross-conformal (``.._conformal``): the head is refitted ``n_folds`` times
 without one fold of source models, and the scaled held-out residuals give the half-width. The
-feature map is not refitted per fold (IRT: K extra fits); with thousands of source models the
-optimism is small, and ``tools/eval_estimators.py`` measures coverage on unseen models.
+feature map is not refitted per fold (IRT: K extra fits): ``--method auto`` widens the band by
+the shortfall its select-then-fit folds measure (:meth:`widen_intervals`).
 
 Small matrices (a dozen models, every item) are fitted down to ``MIN_SOURCE_MODELS``: below
 ``MIN_CALIBRATION_MODELS`` a line on the few models adds more noise than it removes, so
@@ -54,13 +54,9 @@ if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
 STATE_VERSION = 1
 CALIBRATIONS = ("linear", "none")
 MIN_SOURCE_MODELS = 10
-"""Fewest usable source models an estimator is fitted on.
-
-Rule: the 90 % conformal interval needs at least 9 held-out residuals to be finite
-(``ceil((n + 1) * 0.9) <= n``); 10 keeps one model to spare. With so few models the interval
-is the largest residual, and a 95 % interval stays infinite below 19 models: honest, not
-useful, which is why a fitted calibration head needs ``MIN_CALIBRATION_MODELS``.
-"""
+"""Fewest usable source models an estimator is fitted on: a 90 % conformal interval needs 9
+held-out residuals to be finite (``ceil((n + 1) * 0.9) <= n``), 10 keeps one to spare; the
+interval is then the largest residual, hence ``MIN_CALIBRATION_MODELS`` for a fitted head."""
 MIN_CALIBRATION_MODELS = 20
 """Fewer source models than this get no linear calibration head and leave-one-out residuals."""
 
@@ -376,9 +372,7 @@ class ScoreEstimator(ABC):
     # ------------------------------------------------------------------ estimate
     def _check_fitted(self) -> None:
         if not hasattr(self, "band_"):
-            raise InputError(
-                f"{self.name}: estimator is not fitted; call fit() or from_state() first"
-            )
+            raise InputError(f"{self.name}: not fitted; call fit() or from_state() first")
 
     def _predict(
         self, values: np.ndarray, level: float
@@ -416,6 +410,12 @@ class ScoreEstimator(ABC):
         """
         if params is not None and set(self.item_ids_) <= set(params.item_ids):
             self.imputation_params_ = params.subset(list(self.item_ids_))
+        return self
+
+    def widen_intervals(self, factor: float) -> Self:
+        """Multiply interval half-widths by ``factor`` >= 1 (:mod:`..auto.widen`); ``self``."""
+        self._check_fitted()
+        self.band_ = self.band_.widened(factor)
         return self
 
     def calibrate_missing(self, source: ResponseMatrix, seed: int = 0) -> Self:

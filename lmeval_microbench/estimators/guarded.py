@@ -229,6 +229,13 @@ class GuardedEstimator(ScoreEstimator):
         )
         return value, lower, upper, np.full(value.shape, np.nan)
 
+    def widen_intervals(self, factor: float) -> GuardedEstimator:
+        """Widen the inner estimator's band (the interval inside the sources); the guard band
+        beyond them is sized by the extrapolation folds and stays."""
+        self._check_fitted()
+        self.band_ = self.inner_.widen_intervals(factor).band_
+        return self
+
     def outside_weight(self, values: np.ndarray) -> np.ndarray:
         """How far outside the sources each row's reading places it (0 inside, 1 beyond)."""
         self._check_fitted()
