@@ -577,8 +577,9 @@ def _nested(
 def _score(
     split: Split, candidate: Candidate, budget: int, outcome: Outcome, run: _Run, widen: float = 1.0
 ) -> None:
-    """Fit ``candidate`` on the outer split's sources and add its target errors (its whole
-    interval widened by ``widen``, as the bundle would widen its band)."""
+    """Fit ``candidate`` on the outer split's sources and add its target errors, its interval
+    widened by ``widen`` (the whole interval: for ``guarded`` a bundle widens the inner band
+    only, so beyond the sources this is a little wider than the bundle's)."""
     if outcome.failure is not None:
         return
     irt = run.irt_cache.get(split) if needs_irt(candidate.estimator) else None
