@@ -303,7 +303,11 @@ def split_matrices(
 def estimate_record(
     cell: Cell, bundle: Any, target: ResponseMatrix, recipe: str, start: float
 ) -> dict[str, Any]:
-    """The bundle's default estimator on the cell's targets, as a cache record."""
+    """The bundle's default estimator on the cell's targets, as a cache record.
+
+    ``widen`` is the interval factor ``--method auto`` measured for its recipe; the build
+    does not apply it where it cross-fitted a supervised selection (:func:`build.choice_widen`).
+    """
     estimator = estimator_from_state(bundle.estimator_state())
     value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
     return {

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from peers_report import OURS
 
-OURS = ("ours", "ours_inside", "ours_audit")
 LOW = 0.85
 """Coverage under which a 90 % interval counts as too narrow (the issue's target band)."""
 MAE_MOVED = 0.01
@@ -31,6 +31,12 @@ MAE_MOVED = 0.01
 
 def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def our_methods(report: dict) -> list[str]:
+    """Our methods the report scored (``ours`` and its variants, named ``ours...``)."""
+    names = {m for cell in report["cells"] for m in cell["methods"] if m.startswith(OURS)}
+    return sorted(names)
 
 
 def paired_cells(before: dict, after: dict, method: str) -> list[tuple[dict, dict, dict]]:
@@ -102,7 +108,7 @@ def markdown(before: dict, after: dict, args: argparse.Namespace) -> str:
         "|---|---|---|---:|---|---|---|---|---|",
     ]
     moved: list[str] = []
-    for method in OURS:
+    for method in our_methods(after):
         pairs = paired_cells(before, after, method)
         moved += moved_rows(pairs, method)
         for row in group_rows(pairs):
