@@ -10,7 +10,8 @@ import pytest
 from lmeval_microbench.auto import FALLBACK, FLOOR, Candidate, choose_recipe
 from lmeval_microbench.auto._cv import Outcome
 from lmeval_microbench.auto._rule import candidate_rows, pick
-from lmeval_microbench.auto.choice import BudgetChoice, _pick_budget, default_candidates
+from lmeval_microbench.auto.choice import _pick_budget, default_candidates
+from lmeval_microbench.auto.record import BudgetChoice
 from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.errors import InputError
@@ -191,6 +192,15 @@ def test_default_candidates_drop_stratified_without_strata(irt_matrix):
     assert any("stratified" in n for n in notes)
     named, _ = default_candidates(["stratified"], ["mean"], irt_matrix)
     assert named == [Candidate("stratified", "mean")]
+
+
+def test_supervised_selections_are_tried_only_for_models_like_the_sources(irt_matrix):
+    default, _ = default_candidates(None, ["guarded"], irt_matrix)
+    inside, _ = default_candidates(None, ["guarded"], irt_matrix, extrapolation=False)
+    assert {c.method for c in inside} - {c.method for c in default} == {"greedy", "dpp"}
+    # a method the user names is tried whatever the folds
+    named, _ = default_candidates(["greedy"], ["guarded"], irt_matrix)
+    assert named == [Candidate("greedy", "guarded")]
 
 
 def test_too_few_models_to_choose_fall_back_to_a_recipe_that_needs_no_choice(irt_matrix):

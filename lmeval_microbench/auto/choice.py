@@ -30,7 +30,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,8 @@ from ._cv import (
 )
 from ._cv import split_scheme as _split_scheme
 from ._cv import units as _units
-from ._rule import RULE, candidate_rows, pick
+from ._rule import candidate_rows, pick
+from .record import BudgetChoice, RecipeChoice
 from .widen import fold_widen, widen_interval
 
 AUTO = "auto"
@@ -74,7 +75,16 @@ regresses the strongest models towards the sources (chosen on 2 of 3 IFEval spli
 items, it erred by 5.9 points there and its intervals covered 0.43)."""
 FALLBACK = FLOOR
 """The recipe of a matrix too small to choose on."""
-DEFAULT_METHODS = ("random", "stratified", "anchor_points", "dpp", "greedy", "tinybenchmarks")
+DEFAULT_METHODS = ("random", "stratified", "anchor_points", "tinybenchmarks")
+"""Selections the default choice (random and extrapolation folds) tries."""
+INSIDE_METHODS = (*DEFAULT_METHODS, "dpp", "greedy")
+"""Selections of the choice for models like the sources (``extrapolation=False``). ``greedy``
+(items that predict the sources' scores) and ``dpp`` (items that tell the sources apart) are
+tried only there: beyond the sources they failed where the inner folds could not show it,
+because those folds extrapolate within the sources' range. Picked by the default choice in
+the peer suite, greedy erred by 3.7 and 5.1 points on TruthfulQA's strongest fifth at 100
+items (random items with their mean: 1.3 and 1.1) and by 13.8 on ARC's weakest fifth, and
+dpp by 29.1 on TruthfulQA's strongest fifth at 10 items (``bench/peers_inside_methods.md``)."""
 DEFAULT_ESTIMATORS = ("kridge", "guarded")
 INSIDE_ESTIMATORS = ("guarded",)
 """Default estimators when the choice validates on random folds only (``extrapolation=False``,
@@ -99,124 +109,12 @@ INNER_REPEATS = 5
 OUTER_REPEATS = 0
 
 
-@dataclass
-class BudgetChoice:
-    """The rule's choice at one budget, every candidate's row, the outer (nested) result."""
-
-    budget: int
-    chosen: Candidate
-    rows: list[dict]
-    nested: dict[str, Any] | None = None
-    widen: float = 1.0
-    """Factor for the chosen recipe's interval half-widths (:func:`.widen.fold_widen`)."""
-
-    @property
-    def cv_mae(self) -> float:
-        """The chosen candidate's score (mean of its random-fold and extrapolation MAE);
-        NaN when nothing was measured (too few models to cross-validate)."""
-        return next(
-            (
-                r["score"]
-                for r in self.rows
-                if (r["method"], r["estimator"]) == (self.chosen.method, self.chosen.estimator)
-            ),
-            math.nan,
-        )
-
-
-@dataclass
-class RecipeChoice:
-    """The chosen recipe, how it was chosen, and every candidate's measured error."""
-
-    method: str
-    estimator: str
-    budget: int
-    floor: Candidate
-    per_budget: dict[int, BudgetChoice]
-    protocol: dict[str, Any]
-    target_mae: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def chosen(self) -> BudgetChoice:
-        return self.per_budget[self.budget]
-
-    def as_record(self) -> dict[str, Any]:
-        """JSON-ready record for the bundle's ``reliability["auto"]`` (MAE in score points)."""
-        return _finite(
-            {
-                "chosen": {
-                    "method": self.method,
-                    "estimator": self.estimator,
-                    "budget": self.budget,
-                    "cv_mae": self.chosen.cv_mae,
-                    "interval_widen": self.chosen.widen,
-                },
-                "floor": {"method": self.floor.method, "estimator": self.floor.estimator},
-                "rule": RULE,
-                "units": "score points (percent of the full benchmark)",
-                "target_mae": self.target_mae,
-                "protocol": self.protocol,
-                "candidates": [
-                    row | {"chosen": choice.chosen == Candidate(row["method"], row["estimator"])}
-                    for choice in self.per_budget.values()
-                    for row in choice.rows
-                ],
-                "nested": {str(b): c.nested for b, c in self.per_budget.items()},
-                "notes": self.notes,
-            }
-        )
-
-    def table_lines(self) -> list[str]:
-        """A small markdown table of the candidates at the chosen budget."""
-        if not self.chosen.rows:
-            return [f"auto: {self.method} + {self.estimator}, {self.budget} items", *self.notes]
-        lines = [
-            f"auto: {self.method} + {self.estimator}, {self.budget} items "
-            f"(inner CV over {self.protocol['models_used']} models; MAE in points)",
-            "| candidate | score | random folds | extrapolation | vs floor | chosen |",
-            "|---|---:|---:|---:|---:|:---:|",
-        ]
-        for row in self.chosen.rows:
-            label = f"{row['method']}+{row['estimator']}"
-            mark = "*" if Candidate(row["method"], row["estimator"]) == self.chosen.chosen else ""
-            keys = ("score", "cv_mae", "extrapolation_mae", "diff_vs_floor")
-            cells = [_num(row[k]) for k in keys]
-            if row["score"] is None:
-                cells = ["failed", "", "", ""]
-            lines.append(f"| {label} | {' | '.join(cells)} | {mark} |")
-        nested = self.chosen.nested
-        if nested and nested.get("auto_mae") is not None:
-            lines.append(
-                f"nested CV (choose, then fit): auto {nested['auto_mae']:.2f}, floor "
-                f"{nested['floor_mae']:.2f} points over {nested['splits']} outer splits"
-            )
-        if self.chosen.widen > 1.0:
-            lines.append(
-                f"interval half-widths x{self.chosen.widen:.2f}: the chosen recipe's band fell "
-                "short on the random folds (select, then fit)"
-            )
-        return lines + self.notes
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities as ``None`` all the way down (bundle JSON is strict)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 # ---------------------------------------------------------------------- candidates and checks
 def default_candidates(
-    methods: Sequence[str] | None, estimators: Sequence[str] | None, source: ResponseMatrix
+    methods: Sequence[str] | None,
+    estimators: Sequence[str] | None,
+    source: ResponseMatrix,
+    extrapolation: bool = True,
 ) -> tuple[list[Candidate], list[str]]:
     """Method x estimator candidates, and what the defaults left out (and why).
 
@@ -225,7 +123,7 @@ def default_candidates(
     matrices wider than :data:`WIDE_ITEMS` the IRT selectors and estimators go.
     """
     notes: list[str] = []
-    method_names = list(methods) if methods else list(DEFAULT_METHODS)
+    method_names = list(methods or (DEFAULT_METHODS if extrapolation else INSIDE_METHODS))
     estimator_names = list(estimators) if estimators else list(DEFAULT_ESTIMATORS)
     if not methods and len(set(source.strata())) < 2:
         method_names.remove("stratified")
@@ -330,7 +228,8 @@ def choose_recipe(
     source, target
         Responses of the source models and their true full scores (fractions).
     methods, estimators
-        Candidate names (default :data:`DEFAULT_METHODS` x :data:`DEFAULT_ESTIMATORS`); the
+        Candidate names (default :data:`DEFAULT_METHODS`, or :data:`INSIDE_METHODS` without
+        extrapolation, x :data:`DEFAULT_ESTIMATORS`); the
         ``floor`` candidate is always added.
     budgets
         Budgets to evaluate (default :data:`BUDGET_GRID`, capped at the item count); each gets
@@ -356,7 +255,7 @@ def choose_recipe(
     check_target_mae(target_mae)
     if not extrapolation and not estimators:
         estimators = INSIDE_ESTIMATORS
-    candidates, notes = default_candidates(methods, estimators, source)
+    candidates, notes = default_candidates(methods, estimators, source, extrapolation)
     if floor not in candidates:
         candidates.append(floor)
     check_names([c.method for c in candidates], [c.estimator for c in candidates])

@@ -118,7 +118,8 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         "validated on random folds and on the strongest sources estimated from weaker ones) "
         "or like-sources (fine-tunes or checkpoints within the sources' range: random folds "
         "only, guarded estimators only, so an interval still widens for a model beyond the "
-        "sources; more accurate inside them, less beyond, bench/peers.md 'ours_inside')",
+        "sources, and greedy and dpp items among the candidates; more accurate inside them, "
+        "less beyond, bench/peers.md 'ours_inside')",
     )
     parser.add_argument(
         "--nested-folds",
