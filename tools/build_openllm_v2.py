@@ -20,7 +20,10 @@ For each benchmark of ``lmeval_microbench.benchmarks.SUITES["openllm_v2"]``:
 4. the tasks, the group ``microbench_openllm_v2``, the joint estimator (``joint.json``),
    a README and the licence notice go to ``lmeval_microbench/task_configs/openllm_v2``.
 
-Set ``SOURCE_DATE_EPOCH`` for byte-identical rebuilds.
+Set ``SOURCE_DATE_EPOCH`` for byte-identical rebuilds. The build runs with one BLAS thread,
+so what it writes does not depend on the machine's cores: selectors that fit their own IRT
+model or clusters come out slightly differently with another thread count, and at 50 items
+IFEval's choice went to tinyBenchmarks items with two threads and to random items with one.
 
     python tools/build_openllm_v2.py                     # both, 50 items each
     python tools/build_openllm_v2.py --budget 25 --out /tmp/v2
@@ -53,6 +56,7 @@ from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators.joint import JointEstimator
 from lmeval_microbench.harness import GroupSpec, TaskSpec, write_group, write_task
 from lmeval_microbench.harness.leaderboard_tasks import definition_hashes, leaderboard_folder
+from lmeval_microbench.reliability.evaluate import blas_limit
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import JOINT_FILE
 
@@ -395,6 +399,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    with blas_limit(1):  # reproducible on any number of cores (module docstring)
+        return build_suite(args)
+
+
+def build_suite(args: argparse.Namespace) -> int:
     specs = {"ifeval": ifeval_spec(), "musr": musr_spec()}
     readers = {"ifeval": ifeval_docs, "musr": musr_docs}
     built, sources = [], {}
