@@ -19,6 +19,7 @@ SECTIONS = [
     ("peers_noise.md", "tools/peers_noise.py"),
     ("peers_widen.md", "tools/peers_compare.py"),
     ("peers_inside_methods.md", "tools/peers_compare.py"),
+    ("peers_guarded_only.md", "tools/peers_compare.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),

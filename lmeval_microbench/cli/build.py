@@ -117,9 +117,9 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         help="with auto, the models the bundle will estimate: any (default: the choice is "
         "validated on random folds and on the strongest sources estimated from weaker ones) "
         "or like-sources (fine-tunes or checkpoints within the sources' range: random folds "
-        "only, guarded estimators only, so an interval still widens for a model beyond the "
-        "sources, and greedy and dpp items among the candidates; more accurate inside them, "
-        "less beyond, bench/peers.md 'ours_inside')",
+        "only, greedy and dpp items among the candidates, still read with the guarded "
+        "estimator so an interval widens for a model beyond the sources; more accurate "
+        "inside them, less beyond, bench/peers.md 'ours_inside')",
     )
     parser.add_argument(
         "--nested-folds",
