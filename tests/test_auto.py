@@ -198,6 +198,10 @@ def test_supervised_selections_are_tried_only_for_models_like_the_sources(irt_ma
     default, _ = default_candidates(None, ["guarded"], irt_matrix)
     inside, _ = default_candidates(None, ["guarded"], irt_matrix, extrapolation=False)
     assert {c.method for c in inside} - {c.method for c in default} == {"greedy", "dpp"}
+    # every like-sources candidate widens beyond the sources: no anchor points' own sum
+    unnamed, _ = default_candidates(None, None, irt_matrix, extrapolation=False)
+    assert {c.estimator for c in unnamed} == {"guarded"}
+    assert Candidate("anchor_points", "anchor_sum") in default_candidates(None, None, irt_matrix)[0]
     # a method the user names is tried whatever the folds
     named, _ = default_candidates(["greedy"], ["guarded"], irt_matrix)
     assert named == [Candidate("greedy", "guarded")]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lmeval_microbench._conformal import ConformalBand, fit_band
-from lmeval_microbench.auto import choose_recipe
-from lmeval_microbench.auto._cv import EXTRAPOLATION, Candidate, Outcome, exceedance_ratios
+from lmeval_microbench.auto import FLOOR, choose_recipe
+from lmeval_microbench.auto._cv import EXTRAPOLATION, Outcome, exceedance_ratios
 from lmeval_microbench.auto.record import BudgetChoice, RecipeChoice
 from lmeval_microbench.auto.widen import SHRINK_MODELS, fold_widen, widen_interval
 from lmeval_microbench.build import build_bundle, choice_widen
@@ -163,15 +163,14 @@ def test_choice_records_the_factor_it_measured(matrix) -> None:
 
 @pytest.mark.parametrize(("factor", "printed"), [(1.2, True), (1.004, False), (1.0, False)])
 def test_the_table_names_a_factor_only_when_it_shows(factor: float, printed: bool) -> None:
-    floor = Candidate("random", "guarded")
     row = {"method": "random", "estimator": "guarded", "score": 2.0, "cv_mae": 1.5}
     row |= {"extrapolation_mae": 2.5, "diff_vs_floor": 0.0}
     choice = RecipeChoice(
-        "random",
-        "guarded",
+        FLOOR.method,
+        FLOOR.estimator,
         50,
-        floor,
-        {50: BudgetChoice(50, floor, [row], widen=factor)},
+        FLOOR,
+        {50: BudgetChoice(50, FLOOR, [row], widen=factor)},
         {"models_used": 40},
     )
     lines = [line for line in choice.table_lines() if "half-widths" in line]

@@ -91,13 +91,11 @@ intervals held on the folds; but its range guard looks up only, so for models be
 sources its intervals were too narrow where no fold showed it (HellaSwag's weakest fifth at
 50 items: 0.31 on the seed it was picked). Without it the peer suite's weakest-fifth coverage
 is 0.87-0.99 (was 0.59-0.99) and no target case got worse by more than 0.1 points
-(``bench/peers_guarded_only.md``)."""
-INSIDE_ESTIMATORS = ("guarded",)
-"""Default estimators when the choice validates on random folds only (``extrapolation=False``,
-``build --new-models like-sources``): a user's claim that the new models are like the sources
-cannot be checked, so the interval must still widen for a model beyond them, which the guarded
-estimator does and ``kridge`` does not (its intervals covered 0.13-0.64 of the strongest fifth
-on IFEval and MuSR, ``bench/supervised.md``)."""
+(``bench/peers_guarded_only.md``). The choice for models like the sources
+(``extrapolation=False``, ``build --new-models like-sources``) keeps them too: that claim
+cannot be checked, so an interval must still widen for a model beyond the sources, which
+``kridge``'s did not (covering 0.13-0.64 of the strongest fifth on IFEval and MuSR,
+``bench/supervised.md``)."""
 PAIRED_CANDIDATES = (Candidate("anchor_points", "anchor_sum"),)
 """Default candidates beyond methods x estimators: an estimator that only makes sense with
 one selector. Anchor Points' uncalibrated cluster-weighted sum led benchpred's methods under
@@ -143,7 +141,7 @@ def default_candidates(
             notes += [f"method {m} left out ({wide})" for m in method_names if m in IRT_METHODS]
             method_names = [m for m in method_names if m not in IRT_METHODS]
     candidates = [Candidate(m, e) for m in method_names for e in estimator_names]
-    if not methods and not estimators:
+    if not methods and not estimators and extrapolation:  # like-sources: guarded ones only
         candidates += [c for c in PAIRED_CANDIDATES if c.method in method_names]
     return candidates, notes
 
@@ -254,13 +252,11 @@ def choose_recipe(
         Items of every budget drawn as an audit sample (:func:`.selection.select_with_audit`).
     extrapolation
         Whether the score includes the extrapolation folds (False: random folds only, the
-        error on models like the sources and nothing else; the default estimators are then
-        :data:`INSIDE_ESTIMATORS` and the lowest score is kept without the margin over the
+        error on models like the sources and nothing else; the default methods are then
+        :data:`INSIDE_METHODS` and the lowest score is kept without the margin over the
         floor, :func:`._rule.pick`).
     """
     check_target_mae(target_mae)
-    if not extrapolation and not estimators:
-        estimators = INSIDE_ESTIMATORS
     candidates, notes = default_candidates(methods, estimators, source, extrapolation)
     if floor not in candidates:
         candidates.append(floor)
