@@ -70,13 +70,14 @@ def test_choice_records_every_candidate_and_the_protocol(irt_matrix):
 
 
 def test_floor_is_chosen_when_the_target_is_the_mean_of_exchangeable_items(exchangeable):
-    # random folds only: with every item alike no selection can do better than random items
-    # on models like the sources (under extrapolation every calibrated mean is biased, by
-    # amounts that differ); the plain mean may beat the floor's estimator there, and may win
+    # random folds only: with every item alike no selection can do better than the floor's
+    # random items on models like the sources (under extrapolation every calibrated mean is
+    # biased, by amounts that differ); the plain mean may beat the floor's estimator there,
+    # and may win
     choice = choose_recipe(
         exchangeable,
         exchangeable.mean_scores(),
-        methods=["random", "anchor_points", "greedy"],
+        methods=[FLOOR.method, "anchor_points", "greedy"],
         estimators=["mean"],
         budgets=[10],
         inner_repeats=6,

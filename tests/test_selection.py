@@ -8,7 +8,7 @@ from lmeval_microbench.selection import SELECTORS, make_selector
 from lmeval_microbench.selection.dpp import greedy_dpp_map
 from lmeval_microbench.selection.greedy import candidate_pool, cv_folds, tilted_model_weights
 from lmeval_microbench.selection.metabench import round_robin_max_information
-from lmeval_microbench.selection.random import allocate_proportionally
+from lmeval_microbench.selection.random import allocate_proportionally, source_rates
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
 
@@ -71,6 +71,47 @@ def test_stratified_weights_are_stratum_shares(source):
     for label in np.unique(strata):
         share = np.mean(source.items["stratum"].to_numpy() == label)
         assert subset.weights[strata == label].sum() == pytest.approx(share)
+
+
+def test_balanced_takes_one_item_per_difficulty_stratum():
+    # 10 items whose source success rates rise with their index: budget 4 cuts them into
+    # strata of 2, 3, 2, 3 items (edges 0, 2, 5, 7, 10), one item from each, each weighing
+    # its stratum's share
+    rates = np.linspace(0.05, 0.95, 10)
+    values = (np.arange(40)[:, None] / 40 < rates[None, :]).astype(float)
+    source = ResponseMatrix(values, [f"m{k}" for k in range(40)], [f"b.{k}" for k in range(10)])
+    strata = [{0, 1}, {2, 3, 4}, {5, 6}, {7, 8, 9}]
+    seen = set()
+    for seed in range(40):
+        subset = make_selector("balanced").select(source, 4, seed=seed)
+        picked = [int(item.split(".")[1]) for item in subset.item_ids]
+        assert [next(k for k, s in enumerate(strata) if p in s) for p in picked] == [0, 1, 2, 3]
+        np.testing.assert_allclose(subset.weights, [0.2, 0.3, 0.2, 0.3])
+        seen |= set(picked)
+    assert seen == set(range(10))  # every item can be drawn
+
+
+def test_balanced_mean_is_unbiased_and_closer_than_uniform_items(source):
+    # one model's full score: every item enters with probability 1 / its stratum's size and
+    # weighs size / N, so the weighted mean's expectation is the full mean; with answers that
+    # follow difficulty its spread is smaller than that of uniform random items
+    model = source.values[0]
+    full = model.mean()
+    estimates = {name: [] for name in ("random", "balanced")}
+    for seed in range(400):
+        for name, found in estimates.items():
+            subset = make_selector(name).select(source, 12, seed=seed)
+            positions = source.item_positions(subset.item_ids)
+            found.append(float(model[positions] @ subset.weights))
+    balanced, uniform = np.asarray(estimates["balanced"]), np.asarray(estimates["random"])
+    assert abs(balanced.mean() - full) < 3 * balanced.std() / np.sqrt(balanced.size)
+    assert np.mean((balanced - full) ** 2) < 0.8 * np.mean((uniform - full) ** 2)
+
+
+def test_balanced_reads_items_nobody_answered_as_middling():
+    values = np.array([[1.0, 0.0, np.nan, 1.0], [1.0, 0.0, np.nan, 0.0]])
+    source = ResponseMatrix(values, ["a", "b"], ["b.0", "b.1", "b.2", "b.3"])
+    np.testing.assert_allclose(source_rates(source), [1.0, 0.0, 0.5, 0.5])
 
 
 def test_anchor_points_groups_duplicated_items():

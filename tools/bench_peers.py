@@ -305,8 +305,9 @@ def estimate_record(
 ) -> dict[str, Any]:
     """The bundle's default estimator on the cell's targets, as a cache record.
 
-    ``widen`` is the interval factor ``--method auto`` measured for its recipe; the build
-    does not apply it where it cross-fitted a supervised selection (:func:`build.choice_widen`).
+    ``widen`` is the interval factor the build applied to the estimator's band: the one
+    ``--method auto`` measured for its recipe, or 1 where the build cross-fitted a supervised
+    selection instead (:func:`build.choice_widen`).
     """
     estimator = estimator_from_state(bundle.estimator_state())
     value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
@@ -317,7 +318,7 @@ def estimate_record(
         "upper": upper.tolist(),
         "items": bundle.budget,
         "recipe": recipe,
-        "widen": bundle.reliability.get("auto", {}).get("chosen", {}).get("interval_widen", 1.0),
+        "widen": float(estimator.band_.widen),
         "seconds": time.perf_counter() - start,
     }
 

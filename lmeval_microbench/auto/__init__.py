@@ -1,7 +1,7 @@
 """``--method auto``: choose the recipe (method, estimator, budget) for the user's own matrix.
 
 See :mod:`.choice` for the protocol and :mod:`._rule` for the rule that never prefers a
-recipe to random items with the guarded estimator unless it is clearly better there.
+recipe to balanced random items with the guarded estimator unless it is clearly better there.
 """
 
 from __future__ import annotations

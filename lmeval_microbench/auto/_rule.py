@@ -4,15 +4,15 @@ A candidate's *score* is the mean of its MAE on the random folds (models like th
 and on the extrapolation folds (the strongest sources estimated from weaker ones): a user
 cannot tell which case their model is, so the recipe must do well in both. Errors of all
 candidates come from the same splits and the same target models, so a candidate is compared
-with the floor (random items + the guarded estimator) split by split: the paired difference of their
-per-split MAE, averaged like the score, has a standard error that is much smaller than either
-score's own. The lowest-score candidate is chosen only when its score is lower than the
-floor's by more than ``z`` such standard errors; ties and near-ties go to the floor, whose
-behaviour on new models is the best understood. ``z`` is the one-standard-error rule
-corrected for the number ``k`` of candidates that compete with the floor: the lowest of
-``k`` noisy scores is biased low (the winner's curse), so ``z`` is the normal quantile that
-one standard error is for a single comparison (one-sided 84 %), Bonferroni-split over ``k``:
-1.0 for one candidate, 2.4 for 20.
+with the floor (balanced random items + the guarded estimator) split by split: the paired
+difference of their per-split MAE, averaged like the score, has a standard error that is
+much smaller than either score's own. The lowest-score candidate is chosen only when its
+score is lower than the floor's by more than ``z`` such standard errors; ties and near-ties
+go to the floor, whose behaviour on new models is the best understood. ``z`` is the
+one-standard-error rule corrected for the number ``k`` of candidates that compete with the
+floor: the lowest of ``k`` noisy scores is biased low (the winner's curse), so ``z`` is the
+normal quantile that one standard error is for a single comparison (one-sided 84 %),
+Bonferroni-split over ``k``: 1.0 for one candidate, 2.4 for 20.
 On leaderboard sub-populations of 15-50 models plain one-SE let through winners that lost to
 random + mean on held-out models (bench/auto.md).
 

@@ -7,10 +7,10 @@ by 3 points, on 22 models). So the recipe is chosen on the user's own source mod
 * *inner* cross-validation over the source models measures every candidate's held-out MAE,
   on random folds (models like the sources) and on extrapolation folds (the strongest
   sources estimated from weaker ones), and the rule of :mod:`._rule` picks the one with the
-  lowest mean of the two, never one that does not clearly beat the floor (random items +
-  the guarded estimator, or the user's fixed method/estimator with the other one the
-  floor's); every fold
-  selects its own items, so the errors are those of "select, then fit";
+  lowest mean of the two, never one that does not clearly beat the floor (balanced random
+  items + the guarded estimator, or the user's fixed method/estimator with the other one the
+  floor's); every fold selects its own items, so the errors are those of "select, then
+  fit";
 * *outer* cross-validation (``outer_repeats`` folds, off by default for speed) repeats that
   whole choice on part of the models and scores the chosen recipe on the rest, so the error
   it reports is that of "choose, then fit", not the optimistic inner MAE of the winner. It
@@ -67,15 +67,17 @@ from .record import BudgetChoice, RecipeChoice
 from .widen import fold_widen, widen_interval
 
 AUTO = "auto"
-FLOOR = Candidate("random", "guarded")
-"""What a candidate must clearly beat: random items need no choice (none of it can be tuned
-to the source models), and the guarded estimator stays right for models outside them.
-Random items with their calibrated mean were the floor before: under extrapolation that line
-regresses the strongest models towards the sources (chosen on 2 of 3 IFEval splits at 100
-items, it erred by 5.9 points there and its intervals covered 0.43)."""
+FLOOR = Candidate("balanced", "guarded")
+"""What a candidate must clearly beat: random items spread over the sources' difficulty
+(``balanced``) need no choice (none of it can be tuned to the source models' scores), and
+the guarded estimator stays right for models outside them. Random items with their
+calibrated mean were the floor before: under extrapolation that line regresses the
+strongest models towards the sources (chosen on 2 of 3 IFEval splits at 100 items, it erred
+by 5.9 points there and its intervals covered 0.43). Uniformly random items were the floor's
+items until ``balanced`` read the same estimators with less error (``bench/balanced.md``)."""
 FALLBACK = FLOOR
 """The recipe of a matrix too small to choose on."""
-DEFAULT_METHODS = ("random", "stratified", "anchor_points", "tinybenchmarks")
+DEFAULT_METHODS = ("balanced", "stratified", "anchor_points", "tinybenchmarks")
 """Selections the default choice (random and extrapolation folds) tries."""
 INSIDE_METHODS = (*DEFAULT_METHODS, "dpp", "greedy")
 """Selections of the choice for models like the sources (``extrapolation=False``). ``greedy``
@@ -123,15 +125,18 @@ def default_candidates(
     """Method x estimator candidates, and what the defaults left out (and why).
 
     Only *default* lists are trimmed; names the caller gives are kept. ``stratified`` draws
-    exactly the items ``random`` draws when the matrix has one stratum, so it goes; on
-    matrices wider than :data:`WIDE_ITEMS` the IRT selectors and estimators go.
+    uniformly random items when the matrix has one stratum (the floor's ``balanced`` items are
+    the random sample of the default choice), so it goes; on matrices wider than
+    :data:`WIDE_ITEMS` the IRT selectors and estimators go.
     """
     notes: list[str] = []
     method_names = list(methods or (DEFAULT_METHODS if extrapolation else INSIDE_METHODS))
     estimator_names = list(estimators) if estimators else list(DEFAULT_ESTIMATORS)
     if not methods and len(set(source.strata())) < 2:
         method_names.remove("stratified")
-        notes.append("method stratified left out (one stratum: it would draw random's items)")
+        notes.append(
+            "method stratified left out (one stratum: it would draw uniformly random items)"
+        )
     if source.n_items > WIDE_ITEMS:
         wide = f"{source.n_items} items > {WIDE_ITEMS}: one IRT fit per split costs seconds"
         if not estimators:

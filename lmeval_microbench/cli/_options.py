@@ -44,6 +44,7 @@ IRT_MODELS = ("1pl", "2pl", "3pl", "4pl")
 
 METHODS = (
     "anchor_points",
+    "balanced",
     "dpp",
     "greedy",
     "lasso",

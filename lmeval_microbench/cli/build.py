@@ -93,8 +93,8 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         metavar="METHOD",
         help=f"selection method: {listing(METHODS)}, or auto (default: auto: method and "
         "estimator chosen by cross-validation over the source models, never one that does "
-        "not clearly beat random items with the guarded estimator there; the choice is "
-        "recorded in the bundle)",
+        "not clearly beat balanced random items with the guarded estimator there; the "
+        "choice is recorded in the bundle)",
     )
     parser.add_argument(
         "--budget",

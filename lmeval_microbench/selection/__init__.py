@@ -12,7 +12,7 @@ from .dpp import DPPSelector
 from .greedy import GreedySelector
 from .lasso import LassoSelector
 from .metabench import MetabenchSelector
-from .random import RandomSelector, StratifiedSelector
+from .random import BalancedSelector, RandomSelector, StratifiedSelector
 from .tinybenchmarks import TinyBenchmarksSelector
 
 SELECTORS: dict[str, type[Selector]] = {
@@ -20,6 +20,7 @@ SELECTORS: dict[str, type[Selector]] = {
     for cls in (
         RandomSelector,
         StratifiedSelector,
+        BalancedSelector,
         AnchorPointsSelector,
         TinyBenchmarksSelector,
         MetabenchSelector,
@@ -46,6 +47,7 @@ def make_selector(name: str, **options: Any) -> Selector:
 __all__ = [
     "SELECTORS",
     "AnchorPointsSelector",
+    "BalancedSelector",
     "DPPSelector",
     "GreedySelector",
     "LassoSelector",

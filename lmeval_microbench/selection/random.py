@@ -1,4 +1,4 @@
-"""Baselines: uniformly random items, and random items stratified by subject."""
+"""Random items: uniformly drawn, stratified by subject, or balanced over source difficulty."""
 
 from __future__ import annotations
 
@@ -77,4 +77,42 @@ class StratifiedSelector(Selector):
             self.name,
             _seed_value(seed),
             {"strata": {str(label): int(c) for label, c in zip(labels, counts, strict=True)}},
+        )
+
+
+def source_rates(source: ResponseMatrix) -> np.ndarray:
+    """Each item's success rate among the source models that answered it (0.5 if none did)."""
+    answered = source.observed.sum(axis=0)
+    right = np.nansum(source.values, axis=0)
+    return np.where(answered > 0, right / np.maximum(answered, 1), 0.5)
+
+
+class BalancedSelector(Selector):
+    """One random item from each of ``budget`` equal strata of source difficulty.
+
+    The items are ordered by their success rate among the source models (ties in random
+    order) and cut into ``budget`` consecutive strata of equal size (within one item); one
+    item is drawn at random from each, weighted by its stratum's share of the benchmark.
+    Like ``random`` this is a probability sample that fits nothing to the sources, so the
+    weighted mean of a model's answers estimates its full score without bias wherever the
+    model lies; the sources only decide the strata. Because a model's answers follow item
+    difficulty, the sample cannot come out all easy or all hard by chance: the plain
+    weighted mean errs less than with uniform random items on every matrix of the peer
+    suite, also for the strongest fifth (``bench/balanced.md``).
+    """
+
+    name = "balanced"
+
+    def _select(self, source: ResponseMatrix, budget: int, seed: SeedLike) -> Subset:
+        rng = as_generator(seed)
+        order = np.lexsort((rng.random(source.n_items), source_rates(source)))
+        edges = np.floor(np.arange(budget + 1) * source.n_items / budget).astype(np.int64)
+        sizes = np.diff(edges)
+        picked = order[edges[:-1] + (rng.random(budget) * sizes).astype(np.int64)]
+        arrange = np.argsort(picked)
+        return Subset(
+            tuple(source.item_ids[k] for k in picked[arrange]),
+            sizes[arrange] / source.n_items,
+            self.name,
+            _seed_value(seed),
         )
