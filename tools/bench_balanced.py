@@ -141,8 +141,8 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{float(np.median(ratios)):.2f}).",
         "",
         "| matrix | protocol | budget | splits | random MAE | balanced MAE | ratio | "
-        "random cov90 | balanced cov90 | width |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "random cov90 | balanced cov90 | random width | balanced width |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         uniform, balanced = r["random"], r["balanced"]
@@ -150,7 +150,8 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
         lines.append(
             f"| {r['matrix']} | {r['protocol']} | {r['budget']} | {r['splits']} | "
             f"{uniform['mae']:.2f} | {balanced['mae']:.2f} | {ratio:.2f} | "
-            f"{uniform['coverage']:.2f} | {balanced['coverage']:.2f} | {uniform['width']:.1f} |"
+            f"{uniform['coverage']:.2f} | {balanced['coverage']:.2f} | {uniform['width']:.1f} | "
+            f"{balanced['width']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 
