@@ -163,7 +163,7 @@ def test_choice_records_the_factor_it_measured(matrix) -> None:
 
 @pytest.mark.parametrize(("factor", "printed"), [(1.2, True), (1.004, False), (1.0, False)])
 def test_the_table_names_a_factor_only_when_it_shows(factor: float, printed: bool) -> None:
-    row = {"method": "random", "estimator": "guarded", "score": 2.0, "cv_mae": 1.5}
+    row = {"method": FLOOR.method, "estimator": FLOOR.estimator, "score": 2.0, "cv_mae": 1.5}
     row |= {"extrapolation_mae": 2.5, "diff_vs_floor": 0.0}
     choice = RecipeChoice(
         FLOOR.method,

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, MATRICES, PSN, Cell, cell_rows, load_matrix
+from bench_peers import DATA, MATRICES, PSN, Cell, cell_rows, load_matrix, split_matrices
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
-from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.estimators.mean import binomial_se
 from lmeval_microbench.selection import make_selector
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +47,7 @@ def plain_mean(values: np.ndarray, positions: np.ndarray, weights: np.ndarray) -
 def binomial_halfwidth(estimate: np.ndarray, budget: int, n_items: int) -> np.ndarray:
     """90 % half-width of a uniform draw's mean: binomial, finite-population corrected."""
     correction = max(1.0 - budget / n_items, 0.0) * n_items / max(n_items - 1, 1)
-    p = np.clip(estimate, 0.0, 1.0)
-    return Z90 * np.sqrt(p * (1.0 - p) / budget * correction)
+    return Z90 * binomial_se(np.clip(estimate, 0.0, 1.0), budget) * np.sqrt(correction)
 
 
 def measure_cell(
@@ -59,18 +58,17 @@ def measure_cell(
     draws: int,
 ) -> dict[str, dict[str, float]]:
     """Both selections' plain-mean MAE, coverage and width on one split, over ``draws``."""
-    source_rows, target_rows = cell_rows(truth, cell, 1000)
-    source = ResponseMatrix(values[source_rows], [f"m{r}" for r in source_rows], ids)
-    targets, target_truth = values[target_rows], truth[target_rows]
-    position = {item: k for k, item in enumerate(ids)}
+    rows = cell_rows(truth, cell, 1000)
+    source, target = split_matrices(values, ids, rows)
+    target_truth = truth[rows[1]]
     out = {}
     for name in SELECTIONS:
         selector = make_selector(name)
         errors, covered, widths = [], [], []
         for draw in range(draws):
             subset = selector.select(source, cell.budget, seed=draw)
-            positions = np.array([position[i] for i in subset.item_ids])
-            estimate = plain_mean(targets, positions, np.asarray(subset.weights))
+            positions = target.item_positions(subset.item_ids)
+            estimate = plain_mean(target.values, positions, np.asarray(subset.weights))
             half = binomial_halfwidth(estimate, cell.budget, len(ids))
             errors.append(np.mean(np.abs(estimate - target_truth)))
             covered.append(np.mean(np.abs(estimate - target_truth) <= half))

@@ -21,7 +21,8 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import asdict, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +50,16 @@ def cells_of(matrix: str, n_items: int, seed: int) -> list[Cell]:
     return cells
 
 
+@lru_cache(maxsize=1)
+def matrix_of(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """:func:`bench_peers.load_matrix`, read once per worker while its cells share a matrix."""
+    return load_matrix(name, data)
+
+
 def measure_cell(task: tuple[Path, Cell, int]) -> dict[str, Any]:
     """Both selections read with ``guarded`` on one split, over ``draws`` item draws."""
     data, cell, draws = task
-    values, truth, ids = load_matrix(cell.matrix, data)
+    values, truth, ids = matrix_of(cell.matrix, data)
     rows = cell_rows(truth, cell, 1000)
     source, target = split_matrices(values, ids, rows)
     source_truth, target_truth = truth[rows[0]], truth[rows[1]]
@@ -74,7 +81,7 @@ def measure_cell(task: tuple[Path, Cell, int]) -> dict[str, Any]:
                         100 * float(np.mean(upper - lower)),
                     )
                 )
-    row: dict[str, Any] = {"key": cell.key, **{k: getattr(cell, k) for k in Cell.__annotations__}}
+    row: dict[str, Any] = {"key": cell.key, **asdict(cell)}
     for name, results in found.items():
         array = np.asarray(results)
         row[name] = {
