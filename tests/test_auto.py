@@ -100,12 +100,14 @@ def _row(method, estimator, mae, diff, diff_se):
     }
 
 
-def test_rule_needs_a_win_by_more_than_one_standard_error():
+def test_rule_keeps_the_lowest_score_and_gives_ties_to_the_floor():
     floor_row = _row(FLOOR.method, FLOOR.estimator, 5.0, 0.0, 0.0)
-    near = [floor_row, _row("dpp", "kridge", 4.8, -0.2, 0.3)]
-    assert pick(near, FLOOR) == FLOOR
-    clear = [floor_row, _row("dpp", "kridge", 4.0, -1.0, 0.3)]
-    assert pick(clear, FLOOR) == Candidate("dpp", "kridge")
+    near = [floor_row, _row("anchor_points", "guarded", 4.8, -0.2, 0.3)]
+    assert pick(near, FLOOR) == Candidate("anchor_points", "guarded")
+    tie = [_row("anchor_points", "guarded", 5.0, 0.0, 0.3), floor_row]
+    assert pick(tie, FLOOR) == FLOOR
+    worse = [floor_row, _row("anchor_points", "guarded", 5.2, 0.2, 0.3)]
+    assert pick(worse, FLOOR) == FLOOR
     assert pick([_row(FLOOR.method, FLOOR.estimator, None, None, None)], FLOOR) is None
 
 
@@ -120,16 +122,6 @@ def test_a_candidate_whose_intervals_missed_on_the_folds_does_not_compete():
     assert pick([floor_row, held], FLOOR) == Candidate("greedy", "kridge")
     no_extrapolation = {**better, "coverage90": 0.88, "extrapolation_coverage90": None}
     assert pick([floor_row, no_extrapolation], FLOOR) == Candidate("greedy", "kridge")
-
-
-def test_without_the_margin_the_lowest_score_wins_outright():
-    """``--new-models like-sources``: a win smaller than its standard error still counts."""
-    floor_row = _row(FLOOR.method, FLOOR.estimator, 5.0, 0.0, 0.0)
-    near = [floor_row, _row("greedy", "guarded", 4.8, -0.2, 0.3)]
-    assert pick(near, FLOOR) == FLOOR
-    assert pick(near, FLOOR, margin=False) == Candidate("greedy", "guarded")
-    worse = [floor_row, _row("greedy", "guarded", 5.2, 0.2, 0.3)]
-    assert pick(worse, FLOOR, margin=False) == FLOOR
 
 
 def test_choice_for_models_like_the_sources_validates_on_random_folds_with_guarded_only(

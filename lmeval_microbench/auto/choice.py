@@ -7,9 +7,9 @@ by 3 points, on 22 models). So the recipe is chosen on the user's own source mod
 * *inner* cross-validation over the source models measures every candidate's held-out MAE,
   on random folds (models like the sources) and on extrapolation folds (the strongest
   sources estimated from weaker ones), and the rule of :mod:`._rule` picks the one with the
-  lowest mean of the two, never one that does not clearly beat the floor (balanced random
-  items + the guarded estimator, or the user's fixed method/estimator with the other one the
-  floor's); every fold selects its own items, so the errors are those of "select, then
+  lowest mean of the two among candidates whose intervals held, ties to the floor (balanced
+  random items + the guarded estimator, or the user's fixed method/estimator with the other
+  one the floor's); every fold selects its own items, so the errors are those of "select, then
   fit";
 * *outer* cross-validation (``outer_repeats`` folds, off by default for speed) repeats that
   whole choice on part of the models and scores the chosen recipe on the rest, so the error
@@ -68,15 +68,15 @@ from .widen import fold_widen, widen_interval
 
 AUTO = "auto"
 FLOOR = Candidate("balanced", "guarded")
-"""What a candidate must clearly beat: random items spread over the sources' difficulty
-(``balanced``) need no choice (none of it can be tuned to the source models' scores), and
-the guarded estimator stays right for models outside them. Random items with their
-calibrated mean were the floor before: under extrapolation that line regresses the
-strongest models towards the sources (chosen on 2 of 3 IFEval splits at 100 items, it erred
-by 5.9 points there and its intervals covered 0.43). Uniformly random items were the floor's
-items until ``balanced`` ones, read with ``guarded``, erred less in 53 of 76 cells of the
-peer suite's splits over six draws each, most under extrapolation (the strongest fifth with
-all sources: 2.96 -> 2.76 points, ``bench/balanced_guarded.md``)."""
+"""What the choice keeps unless a candidate scores lower: random items spread over the
+sources' difficulty (``balanced``) need no choice (none of it can be tuned to the source
+models' scores), and the guarded estimator stays right for models outside them. Random
+items with their calibrated mean were the floor before: under extrapolation that line
+regresses the strongest models towards the sources (chosen on 2 of 3 IFEval splits at 100
+items, it erred by 5.9 points there and its intervals covered 0.43). Uniformly random items
+were the floor's items until ``balanced`` ones, read with ``guarded``, erred less in 53 of
+76 cells of the peer suite's splits over six draws each, most under extrapolation (the
+strongest fifth with all sources: 2.96 -> 2.76 points, ``bench/balanced_guarded.md``)."""
 FALLBACK = FLOOR
 """The recipe of a matrix too small to choose on."""
 DEFAULT_METHODS = ("balanced", "stratified", "anchor_points", "tinybenchmarks")
@@ -260,8 +260,7 @@ def choose_recipe(
     extrapolation
         Whether the score includes the extrapolation folds (False: random folds only, the
         error on models like the sources and nothing else; the default methods are then
-        :data:`INSIDE_METHODS` and the lowest score is kept without the margin over the
-        floor, :func:`._rule.pick`).
+        :data:`INSIDE_METHODS`).
     """
     check_target_mae(target_mae)
     candidates, notes = default_candidates(methods, estimators, source, extrapolation)
@@ -407,7 +406,7 @@ def _choose_per_budget(table: Table, run: _Run) -> dict[int, BudgetChoice]:
     choices = {}
     for budget in run.grid:
         rows = candidate_rows(table, run.candidates, budget, run.floor)
-        chosen = pick(rows, run.floor, margin=run.extrapolation)
+        chosen = pick(rows, run.floor)
         if chosen is None:
             status = next(r["status"] for r in rows if _candidate(r) == run.floor)
             raise InputError(
@@ -463,7 +462,7 @@ def _nested(
             )
             for budget in run.grid:
                 rows = candidate_rows(table, run.candidates, budget, run.floor)
-                chosen = pick(rows, run.floor, margin=run.extrapolation)
+                chosen = pick(rows, run.floor)
                 chosen = chosen or run.floor
                 picks[budget][chosen.label] += 1
                 widen = fold_widen(table[(chosen, budget)])

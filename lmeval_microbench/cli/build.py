@@ -92,9 +92,9 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         type=method_or_auto,
         metavar="METHOD",
         help=f"selection method: {listing(METHODS)}, or auto (default: auto: method and "
-        "estimator chosen by cross-validation over the source models, never one that does "
-        "not clearly beat balanced random items with the guarded estimator there; the "
-        "choice is recorded in the bundle)",
+        "estimator chosen by cross-validation over the source models, on random and "
+        "extrapolation folds, ties to balanced random items with the guarded estimator; "
+        "the choice is recorded in the bundle)",
     )
     parser.add_argument(
         "--budget",

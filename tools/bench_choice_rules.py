@@ -1,0 +1,350 @@
+"""How well ``--method auto``'s rule picks among its candidates: bench/choice_rules.*.
+
+On the peer suite's splits (:mod:`bench_peers`: seeds 0 and 1 of the Open LLM Leaderboard v1
+and v2 matrices; random and strongest-fifth held out; all source models at 25, 50 and 100
+items, and 25, 50 or 100 source models at 50 items), ``choose_recipe`` runs as ``microbench
+build`` runs it, and then *every* candidate it scored is built (``build --method M
+--estimator E``, same seed, so the same items the choice's own build would take) and
+estimates the held-out models. So each cell shows what every rule would have erred, not only
+the one the code applies:
+
+- ``floor``: balanced items + ``guarded`` always;
+- ``margin``: the rule before 2026-11-27, the lowest inner-CV score kept only when it beat
+  the floor's by more than z standard errors of their paired difference (z: one-sided 84 %
+  normal quantile, Bonferroni over the competing candidates);
+- ``lowest``: the lowest inner-CV score outright (ties to the floor), the rule now;
+- ``oracle``: the candidate that erred least on the held-out models, a bound no rule can
+  reach (it looks at the answer);
+- each candidate on its own.
+
+Intervals are the estimators' own, before the factor the choice's folds add
+(``auto/widen.py``), so coverage here is that of the unwidened band. The psn blocks are left
+out: with 10 source models the choice falls back to the floor without scoring candidates.
+The last table sets the rules beside benchpred's best method of each target case (population
+all, budgets 25/50/100), read from ``bench/peers.json``.
+
+    python tools/bench_choice_rules.py --jobs 2      # about 15 minutes on 2 idle cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_peers import (
+    DATA,
+    POPULATION_BUDGET,
+    POPULATIONS,
+    V1,
+    V2,
+    Cell,
+    build_recipe,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
+from scipy.stats import norm
+from tqdm.auto import tqdm
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
+from lmeval_microbench.auto import FLOOR, choose_recipe
+from lmeval_microbench.auto._rule import MIN_COVERAGE
+from lmeval_microbench.estimators import estimator_from_state
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = (0, 1)
+BUDGETS = (25, 50, 100)
+MARGIN = 0.1
+"""Points within which a case counts as level with the best peer (as in bench/peers.md)."""
+BIG = 0.5
+"""Points by which one rule's pick must beat the other's for the cell to be listed."""
+
+
+def cells_of(matrix: str, n_items: int) -> list[Cell]:
+    cells = []
+    for seed in SEEDS:
+        for protocol in ("random", "extrapolation"):
+            cells += [Cell(matrix, "all", protocol, b, seed) for b in BUDGETS if b < n_items]
+            cells += [Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS]
+    return cells
+
+
+@lru_cache(maxsize=1)
+def matrix_of(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """:func:`bench_peers.load_matrix`, read once per worker while its cells share a matrix."""
+    return load_matrix(name, data)
+
+
+def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
+    """The choice's candidate rows on one cell and every candidate's held-out error."""
+    data, cell = task
+    values, truth, ids = matrix_of(cell.matrix, data)
+    rows = cell_rows(truth, cell, 1000)
+    source, target = split_matrices(values, ids, rows)
+    source_truth, target_truth = truth[rows[0]], truth[rows[1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        choice = choose_recipe(
+            source, source_truth, budgets=[cell.budget], seed=cell.seed, progress=False
+        )
+    candidates = [r for r in choice.as_record()["candidates"] if r["budget"] == cell.budget]
+    held_out = {}
+    for row in candidates:
+        if row.get("score") is None:
+            continue
+        bundle = build_recipe(cell, source, source_truth, row["method"], row["estimator"])
+        estimator = estimator_from_state(bundle.estimator_state())
+        value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
+        held_out[label(row)] = {
+            "mae": 100.0 * float(np.mean(np.abs(value - target_truth))),
+            "bias": 100.0 * float(np.mean(value - target_truth)),
+            "coverage": float(np.mean((lower <= target_truth) & (target_truth <= upper))),
+        }
+    return {
+        "key": cell.key,
+        "chosen": f"{choice.method}+{choice.estimator}",
+        "candidates": candidates,
+        "held_out": held_out,
+    }
+
+
+def label(row: dict[str, Any]) -> str:
+    return f"{row['method']}+{row['estimator']}"
+
+
+# ---------------------------------------------------------------------- rules
+def competing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Scored rows whose intervals held on the folds (the floor always competes)."""
+    return [
+        r
+        for r in rows
+        if r.get("score") is not None
+        and r.get("diff_vs_floor") is not None
+        and (
+            label(r) == FLOOR.label
+            or all(
+                c is None or c >= MIN_COVERAGE
+                for c in (r.get("coverage90"), r.get("extrapolation_coverage90"))
+            )
+        )
+    ]
+
+
+def margin_rule(rows: list[dict[str, Any]]) -> str:
+    """The rule before 2026-11-27: a win over the floor by more than z paired SEs."""
+    scored = competing(rows)
+    best = min(scored, key=lambda r: r["score"])
+    tail = 1.0 - norm.cdf(1.0)
+    z = float(norm.ppf(1.0 - tail / max(len(scored) - 1, 1)))
+    se = best["diff_se"] if best["diff_se"] is not None and math.isfinite(best["diff_se"]) else 0
+    return label(best) if best["diff_vs_floor"] < -z * se else FLOOR.label
+
+
+def lowest_rule(rows: list[dict[str, Any]]) -> str:
+    best = min(competing(rows), key=lambda r: r["score"])
+    return label(best) if best["diff_vs_floor"] < 0 else FLOOR.label
+
+
+def oracle(cell: dict[str, Any]) -> str:
+    return min(cell["held_out"], key=lambda c: cell["held_out"][c]["mae"])
+
+
+def picks(cell: dict[str, Any]) -> dict[str, str]:
+    """What each rule (and each fixed candidate) takes on a cell."""
+    out = {
+        "floor": FLOOR.label,
+        "margin": margin_rule(cell["candidates"]),
+        "lowest": lowest_rule(cell["candidates"]),
+        "oracle": oracle(cell),
+    }
+    return out | {c: c for c in cell["held_out"] if c != FLOOR.label}
+
+
+# ---------------------------------------------------------------------- summaries
+def group_of(key: str) -> str:
+    matrix, population, protocol, _, _ = key.split("/")
+    source = "v2" if matrix in V2 else "v1"
+    return f"{source} {protocol} {'all sources' if population == 'all' else '25-100 sources'}"
+
+
+def summary(cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Rule -> group -> mean held-out MAE and coverage of its picks."""
+    found: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for cell in cells:
+        for rule, pick in picks(cell).items():
+            metrics = cell["held_out"][pick]
+            for group in (group_of(cell["key"]), "every cell"):
+                found[rule][group].append((metrics["mae"], metrics["coverage"]))
+    return {
+        rule: {
+            group: {
+                "mae": float(np.mean([m for m, _ in v])),
+                "coverage": float(np.mean([c for _, c in v])),
+                "cells": len(v),
+            }
+            for group, v in groups.items()
+        }
+        for rule, groups in found.items()
+    }
+
+
+def big_differences(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cells where ``lowest`` and ``margin`` picked differently and erred more than BIG apart."""
+    out = []
+    for cell in cells:
+        chosen = picks(cell)
+        lowest, margin = (cell["held_out"][chosen[r]]["mae"] for r in ("lowest", "margin"))
+        if abs(lowest - margin) > BIG:
+            out.append(
+                {
+                    "key": cell["key"],
+                    "margin": chosen["margin"],
+                    "margin_mae": margin,
+                    "lowest": chosen["lowest"],
+                    "lowest_mae": lowest,
+                }
+            )
+    return sorted(out, key=lambda r: r["lowest_mae"] - r["margin_mae"])
+
+
+def against_peers(cells: list[dict[str, Any]], peers_path: Path) -> dict[str, dict[str, float]]:
+    """Per rule: target cases within the best benchpred method + MARGIN, and mean MAEs."""
+    peer_cells = {c["key"]: c["methods"] for c in json.loads(peers_path.read_text())["cells"]}
+    cases: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for cell in cells:
+        matrix, population, protocol, budget, _ = cell["key"].split("/")
+        if population == "all" and cell["key"] in peer_cells:
+            cases[(matrix, protocol, budget)].append(cell)
+    out = {}
+    for rule in ("floor", "margin", "lowest", "oracle"):
+        within, ours, best = 0, [], []
+        for members in cases.values():
+            methods = [peer_cells[c["key"]] for c in members]
+            names = set.intersection(*({n for n in m if not n.startswith("ours")} for m in methods))
+            peer = min(float(np.mean([m[n]["mae"] for m in methods])) for n in names)
+            mine = float(np.mean([c["held_out"][picks(c)[rule]]["mae"] for c in members]))
+            within += mine <= peer + MARGIN
+            ours.append(mine)
+            best.append(peer)
+        out[rule] = {
+            "cases": len(cases),
+            "within": within,
+            "mae": float(np.mean(ours)),
+            "best_peer_mae": float(np.mean(best)),
+        }
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    info, table = report["info"], report["summary"]
+    groups = sorted({g for rule in table.values() for g in rule}, key=_last_every)
+    named = ["floor", "margin", "lowest", "oracle"]
+    rules = [*named, *sorted(set(table) - set(named))]
+    lines = [
+        "# `--method auto`: which candidate each rule picks, and how it erred",
+        "",
+        f"Written by `{info['command']}` ({info['seconds']:.0f} s, load average "
+        f"{info['load_average'][0]} -> {info['load_average'][1]}). Every candidate the choice "
+        "scored is built on the cell's sources and estimates its held-out models; a rule's "
+        "MAE is that of its picks (mean over cells, score points), coverage that of the "
+        "estimator's own 90 % interval (before the choice's factor). `margin`: the rule "
+        "before 2026-11-27; `lowest`: the rule now; `oracle`: the candidate that erred least "
+        "(a bound, it looks at the answer). See the module docstring of "
+        "`tools/bench_choice_rules.py`.",
+        "",
+        "| rule | " + " | ".join(groups) + " |",
+        "|---|" + "---:|" * len(groups),
+    ]
+    for rule in rules:
+        cols = [_mae_coverage(table[rule].get(g)) for g in groups]
+        lines.append(f"| {rule} | " + " | ".join(cols) + " |")
+    lines += [
+        "",
+        "Cells per group: " + ", ".join(f"{g} {table['floor'][g]['cells']}" for g in groups) + ".",
+        "",
+        "## Against benchpred's best method (target cases: all sources, 25/50/100 items)",
+        "",
+        f"Peers from `bench/peers.json`; a case counts as level within {MARGIN} points of the "
+        "best peer's seed-averaged MAE.",
+        "",
+        "| rule | within | of | mean MAE | best peer's mean MAE |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for rule, row in report["against_peers"].items():
+        lines.append(
+            f"| {rule} | {row['within']} | {row['cases']} | {row['mae']:.2f} | "
+            f"{row['best_peer_mae']:.2f} |"
+        )
+    lines += [
+        "",
+        f"## Cells where `lowest` and `margin` erred more than {BIG} points apart",
+        "",
+        "| cell | margin | MAE | lowest | MAE |",
+        "|---|---|---:|---|---:|",
+    ]
+    for row in report["big_differences"]:
+        lines.append(
+            f"| {row['key']} | {row['margin']} | {row['margin_mae']:.2f} | {row['lowest']} | "
+            f"{row['lowest_mae']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _last_every(group: str) -> tuple[bool, str]:
+    return group == "every cell", group
+
+
+def _mae_coverage(metrics: dict[str, float] | None) -> str:
+    return f"{metrics['mae']:.2f} ({metrics['coverage']:.2f})" if metrics else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--matrices", default=",".join(V1 + V2))
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    tasks = [
+        (args.data, cell)
+        for matrix in args.matrices.split(",")
+        for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1])
+    ]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        cells = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
+    info = {
+        "command": "python tools/bench_choice_rules.py " + " ".join(argv or sys.argv[1:]),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": time.perf_counter() - started,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+    }
+    report = {
+        "info": info,
+        "summary": summary(cells),
+        "against_peers": against_peers(cells, args.peers),
+        "big_differences": big_differences(cells),
+        "cells": cells,
+    }
+    write_json_atomic(args.out / "choice_rules.json", report)
+    write_text_if_changed(args.out / "choice_rules.md", markdown(report))
+    print(f"wrote {args.out / 'choice_rules.md'} ({len(cells)} cells)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
