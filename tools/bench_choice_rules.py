@@ -37,11 +37,11 @@ import time
 import warnings
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_balanced_guarded import matrix_of
 from bench_peers import (
     DATA,
     POPULATION_BUDGET,
@@ -59,7 +59,7 @@ from tqdm.auto import tqdm
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import FLOOR, choose_recipe
-from lmeval_microbench.auto._rule import MIN_COVERAGE
+from lmeval_microbench.auto._rule import intervals_held, pick
 from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,12 +78,6 @@ def cells_of(matrix: str, n_items: int) -> list[Cell]:
             cells += [Cell(matrix, "all", protocol, b, seed) for b in BUDGETS if b < n_items]
             cells += [Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS]
     return cells
-
-
-@lru_cache(maxsize=1)
-def matrix_of(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """:func:`bench_peers.load_matrix`, read once per worker while its cells share a matrix."""
-    return load_matrix(name, data)
 
 
 def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
@@ -125,19 +119,14 @@ def label(row: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------- rules
 def competing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Scored rows whose intervals held on the folds (the floor always competes)."""
+    """Scored rows whose intervals held on the folds (the floor always competes), as
+    :func:`lmeval_microbench.auto._rule.pick` sees them."""
     return [
         r
         for r in rows
         if r.get("score") is not None
         and r.get("diff_vs_floor") is not None
-        and (
-            label(r) == FLOOR.label
-            or all(
-                c is None or c >= MIN_COVERAGE
-                for c in (r.get("coverage90"), r.get("extrapolation_coverage90"))
-            )
-        )
+        and (label(r) == FLOOR.label or intervals_held(r))
     ]
 
 
@@ -152,8 +141,10 @@ def margin_rule(rows: list[dict[str, Any]]) -> str:
 
 
 def lowest_rule(rows: list[dict[str, Any]]) -> str:
-    best = min(competing(rows), key=lambda r: r["score"])
-    return label(best) if best["diff_vs_floor"] < 0 else FLOOR.label
+    """The rule now: :func:`lmeval_microbench.auto._rule.pick` itself."""
+    chosen = pick(rows, FLOOR)
+    assert chosen is not None  # every cell here scored its floor
+    return chosen.label
 
 
 def oracle(cell: dict[str, Any]) -> str:
@@ -182,8 +173,8 @@ def summary(cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]
     """Rule -> group -> mean held-out MAE and coverage of its picks."""
     found: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for cell in cells:
-        for rule, pick in picks(cell).items():
-            metrics = cell["held_out"][pick]
+        for rule, chosen in picks(cell).items():
+            metrics = cell["held_out"][chosen]
             for group in (group_of(cell["key"]), "every cell"):
                 found[rule][group].append((metrics["mae"], metrics["coverage"]))
     return {

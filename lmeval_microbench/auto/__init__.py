@@ -1,7 +1,8 @@
 """``--method auto``: choose the recipe (method, estimator, budget) for the user's own matrix.
 
-See :mod:`.choice` for the protocol and :mod:`._rule` for the rule that never prefers a
-recipe to balanced random items with the guarded estimator unless it is clearly better there.
+See :mod:`.choice` for the protocol and :mod:`._rule` for the rule: the lowest
+cross-validated score among candidates whose intervals held, ties to balanced random items
+with the guarded estimator.
 """
 
 from __future__ import annotations

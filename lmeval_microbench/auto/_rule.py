@@ -143,7 +143,7 @@ def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
         for r in rows
         if r["score"] is not None
         and r["diff_vs_floor"] is not None
-        and (Candidate(r["method"], r["estimator"]) == floor or _intervals_held(r))
+        and (Candidate(r["method"], r["estimator"]) == floor or intervals_held(r))
     ]
     best = min(scored, key=lambda r: r["score"])
     if best["diff_vs_floor"] < 0:
@@ -151,7 +151,7 @@ def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
     return floor
 
 
-def _intervals_held(row: dict) -> bool:
+def intervals_held(row: dict) -> bool:
     """Whether the candidate's intervals covered at least :data:`MIN_COVERAGE` of the
     held-out models on every kind of fold it was scored on (a kind not run does not count)."""
     found = [row.get("coverage90"), row.get("extrapolation_coverage90")]
