@@ -37,3 +37,16 @@ def test_a_case_without_ours_or_outside_the_targets_is_left_out():
     small = [_row(0, 1.0, 2.0, budget=10), _row(1, 1.0, 2.0, budget=10)]
     peers_only = [{**_row(0, 1.0, 2.0), "methods": {"aipw": {"mae": 2.0}}}]
     assert tool.target_cases(weak + small + peers_only) == []
+
+
+def test_families_count_cases_within_the_best_peer_by_their_mean():
+    """Per family, a case counts as within when ours' seed-averaged MAE is at most the best
+    peer's + 0.1, as in bench/peers.md; the means are over the family's cases."""
+    tool = tools_module("peers_noise")
+    level = [dict(_row(s, 2.05, 2.0), matrix="ifeval") for s in range(2)]
+    behind = [dict(_row(s, 3.0, 2.0, budget=25), matrix="musr") for s in range(2)]
+    v1 = [dict(_row(s, 1.0, 2.0), matrix="arc") for s in range(2)]
+    lines = tool.family_lines(tool.target_cases(level + behind + v1))
+    assert "| OLL v2 (IFEval, MuSR) | 2 | 1 | 2.52 | 2.00 |" in lines
+    assert "| OLL v1 (six matrices) | 1 | 1 | 1.00 | 2.00 |" in lines
+    assert not any(line.startswith("| psn") for line in lines)

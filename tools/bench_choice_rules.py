@@ -24,6 +24,13 @@ The last table sets the rules beside benchpred's best method of each target case
 all, budgets 25/50/100), read from ``bench/peers.json``.
 
     python tools/bench_choice_rules.py --jobs 2      # about 15 minutes on 2 idle cores
+
+``--paired balanced+similar`` adds a candidate to the choice's paired candidates
+(``auto.choice.PAIRED_CANDIDATES``, where a new one would join) in every worker, and ``--stem``
+names the report, so a candidate can be tried before the code adopts it:
+
+    python tools/bench_choice_rules.py --jobs 2 --paired balanced+similar \
+        --stem choice_rules_similar
 """
 
 from __future__ import annotations
@@ -59,10 +66,13 @@ from tqdm.auto import tqdm
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import FLOOR, choose_recipe
+from lmeval_microbench.auto import choice as auto_choice
+from lmeval_microbench.auto._cv import Candidate
 from lmeval_microbench.auto._rule import intervals_held, pick
 from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
+PAIRED = auto_choice.PAIRED_CANDIDATES
 SEEDS = (0, 1)
 BUDGETS = (25, 50, 100)
 MARGIN = 0.1
@@ -80,9 +90,11 @@ def cells_of(matrix: str, n_items: int) -> list[Cell]:
     return cells
 
 
-def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
-    """The choice's candidate rows on one cell and every candidate's held-out error."""
-    data, cell = task
+def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...]]) -> dict[str, Any]:
+    """The choice's candidate rows on one cell and every candidate's held-out error, with
+    ``extra`` candidates among the paired ones."""
+    data, cell, extra = task
+    auto_choice.PAIRED_CANDIDATES = PAIRED + extra
     values, truth, ids = matrix_of(cell.matrix, data)
     rows = cell_rows(truth, cell, 1000)
     source, target = split_matrices(values, ids, rows)
@@ -307,12 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument(
+        "--paired", action="append", default=[], help="METHOD+ESTIMATOR, an extra candidate"
+    )
+    parser.add_argument("--stem", default="choice_rules", help="report name in --out")
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    extra = tuple(Candidate(*text.split("+", 1)) for text in args.paired)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [
-        (args.data, cell)
+        (args.data, cell, extra)
         for matrix in args.matrices.split(",")
         for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1])
     ]
@@ -331,9 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         "big_differences": big_differences(cells),
         "cells": cells,
     }
-    write_json_atomic(args.out / "choice_rules.json", report)
-    write_text_if_changed(args.out / "choice_rules.md", markdown(report))
-    print(f"wrote {args.out / 'choice_rules.md'} ({len(cells)} cells)")
+    write_json_atomic(args.out / f"{args.stem}.json", report)
+    write_text_if_changed(args.out / f"{args.stem}.md", markdown(report))
+    print(f"wrote {args.out / f'{args.stem}.md'} ({len(cells)} cells)")
     return 0
 
 

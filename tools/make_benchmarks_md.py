@@ -25,6 +25,8 @@ SECTIONS = [
     ("balanced_guarded.md", "tools/bench_balanced_guarded.py"),
     ("peers_no_margin.md", "tools/peers_compare.py"),
     ("choice_rules.md", "tools/bench_choice_rules.py"),
+    ("similar.md", "tools/bench_similar.py"),
+    ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),

@@ -66,6 +66,7 @@ ESTIMATORS = (
     "mean",
     "pirt",
     "ridge",
+    "similar",
 )
 """``estimators.ESTIMATORS`` by name (a test keeps the two equal)."""
 

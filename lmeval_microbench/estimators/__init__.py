@@ -13,6 +13,7 @@ from .guarded import GuardedEstimator
 from .irt import GPIRTEstimator, IRTEstimator, PIRTEstimator
 from .mean import MeanEstimator
 from .ridge import KernelRidgeEstimator, RidgeEstimator
+from .similar import SimilarEstimator
 
 ESTIMATORS: dict[str, type[ScoreEstimator]] = {
     cls.name: cls
@@ -27,6 +28,7 @@ ESTIMATORS: dict[str, type[ScoreEstimator]] = {
         RidgeEstimator,
         KernelRidgeEstimator,
         GuardedEstimator,
+        SimilarEstimator,
     )
 }
 """Estimator classes by their ``name``."""
@@ -74,6 +76,7 @@ __all__ = [
     "PIRTEstimator",
     "RidgeEstimator",
     "ScoreEstimator",
+    "SimilarEstimator",
     "estimator_from_state",
     "make_estimator",
     "needs_irt",

@@ -17,10 +17,18 @@ from .checked import CheckedReading
 from .deshrunk import DeshrunkReading
 from .design import DesignReading
 from .own import OwnLevelReading
+from .similar import SimilarReading
 
 READINGS: dict[str, type[Reading]] = {
     cls.name: cls
-    for cls in (OwnLevelReading, DesignReading, DeshrunkReading, CheckedReading, AuditReading)
+    for cls in (
+        OwnLevelReading,
+        DesignReading,
+        DeshrunkReading,
+        CheckedReading,
+        AuditReading,
+        SimilarReading,
+    )
 }
 """Reading classes by name."""
 
@@ -42,6 +50,7 @@ __all__ = [
     "DesignReading",
     "OwnLevelReading",
     "Reading",
+    "SimilarReading",
     "SourceView",
     "make_reading",
 ]
