@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
     ("peers_noise.md", "tools/peers_noise.py"),
+    ("coverage_floor.md", "tools/coverage_floor.py"),
     ("peers_widen.md", "tools/peers_compare.py"),
     ("peers_inside_methods.md", "tools/peers_compare.py"),
     ("peers_guarded_only.md", "tools/peers_compare.py"),

@@ -1,0 +1,44 @@
+"""tools/coverage_floor.py: single cells' coverage set beside an exact conformal interval's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tools_support import tools_module
+
+
+def test_one_held_out_model_is_covered_with_the_mean_probability():
+    """9 sources: the interval is the largest residual, its coverage Beta(9, 1) with mean
+    0.9; one held-out model is then covered (coverage 1 > 0.95) with probability 0.9."""
+    tool = tools_module("coverage_floor")
+    below, above = tool.outside_probability(9, 1)
+    assert below == pytest.approx(0.1, abs=1e-3) and above == pytest.approx(0.9, abs=1e-3)
+
+
+def test_more_sources_and_targets_leave_fewer_cells_outside():
+    tool = tools_module("coverage_floor")
+    few = tool.outside_probability(25, 70)
+    many = tool.outside_probability(1000, 700)
+    assert few[0] > 0.05 and many[0] < 0.005 and many[1] < 0.005
+
+
+def test_tally_counts_random_cells_of_ours_per_family_and_population(tmp_path):
+    tool = tools_module("coverage_floor")
+
+    def cell(matrix, population, protocol, coverage):
+        return {"matrix": matrix, "population": population, "protocol": protocol,
+                "n_targets": 70, "methods": {"ours": {"coverage": coverage}}}  # fmt: skip
+
+    cells = [cell("ifeval", "25", "random", 0.70), cell("musr", "25", "random", 0.90)]
+    cells += [cell("musr", "25", "extrapolation", 0.5), cell("arc", "all", "random", 0.99)]
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps({"cells": cells}))
+    assert tool.main(["--peers", str(peers), "--out", str(tmp_path)]) == 0
+    groups = {
+        g["group"]: g for g in json.loads((tmp_path / "coverage_floor.json").read_text())["groups"]
+    }
+    assert set(groups) == {"v2, 25 sources", "v1, all sources"}  # extrapolation left out
+    assert groups["v2, 25 sources"]["cells"] == 2 and groups["v2, 25 sources"]["below"] == 1
+    assert groups["v1, all sources"]["above"] == 1
+    assert 0 < groups["v2, 25 sources"]["expected_below"] < 1
