@@ -283,8 +283,12 @@ def test_tiny_model_scores_micro_items_like_the_original_task(originals, tiny_mo
     from lm_eval.tasks import TaskManager
 
     out = tmp_path / "micro"
-    assert build(originals, "toy_mc", out, "--metric", "acc_norm") == 0
+    # the multiple-choice bundle reads its items with `similar` (model-similarity AIPW), the
+    # generation one with the default estimator: both printed inside the lm-eval run
+    similar = ("--estimators", "calibrated,similar", "--default-estimator", "similar")
+    assert build(originals, "toy_mc", out, "--metric", "acc_norm", *similar) == 0
     assert build(originals, "toy_gen", out, "--filter", "first-word") == 0
+    assert load_bundle(out / "toy_mc").default_estimator == "similar"
     manager = TaskManager(include_path=[str(out), str(originals["folder"])])
     results = lm_eval.simple_evaluate(
         model="hf",
