@@ -291,6 +291,20 @@ def region_edges(prediction: np.ndarray, min_per_region: int = MIN_PER_REGION) -
     return edges
 
 
+def tie_key(cross_fitted: np.ndarray, fitted: np.ndarray) -> np.ndarray:
+    """Cross-fitted predictions, averaged over models the fitted head predicts alike.
+
+    Models with the same answers get the same prediction from the head, as would a new model
+    with those answers; their cross-fitted predictions differ only by which models each fold
+    left out, and that jitter sorts a tied group by its own residuals. Averaged within the
+    group, the key puts it in one bin and one region; a model with no twin keeps its own
+    cross-fitted prediction (what a new model's prediction is like).
+    """
+    _, group = np.unique(fitted, return_inverse=True)
+    sums = np.bincount(group, weights=cross_fitted)
+    return (sums / np.bincount(group))[group]
+
+
 def fit_band(
     prediction: np.ndarray,
     truth: np.ndarray,
@@ -308,7 +322,7 @@ def fit_band(
     ``key`` (default: ``prediction``) is the score each residual is filed under for the
     scale, the regions and the distance term. Estimators pass their cross-fitted
     predictions averaged over models the fitted head predicts alike
-    (:func:`~lmeval_microbench.estimators.base.tie_key`): on few items hundreds of source models
+    (:func:`tie_key`): on few items hundreds of source models
     share one answer pattern, and the cross-fit jitter inside such a group (leaving a strong
     model out lowers its prediction) would sort it by its own residuals, cut bins and regions
     through it, and leave the group's shared prediction a slice of small residuals.

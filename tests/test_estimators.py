@@ -187,6 +187,16 @@ def test_estimate_joins_by_item_id(name: str, world: dict, fits: dict) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_state_of_another_version_is_refused_by_name(name: str, fits: dict) -> None:
+    state = {**fits[name].state_dict(), "state_version": 99}
+    with pytest.raises(InputError, match=rf"^{name}: estimator state version 99 is not supported"):
+        estimator_from_state(state)
+    del state["state_version"]
+    with pytest.raises(InputError, match=rf"^{name}: estimator state lacks field 'state_version'"):
+        estimator_from_state(state)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_missing_subset_item_is_named(name: str, world: dict, fits: dict) -> None:
     scores = world["heldout"].row(world["heldout"].model_ids[0])
     dropped = world["subset"].item_ids[5]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .._conformal import SCALE_MODES, ConformalBand, check_level, fit_band
+from .._conformal import SCALE_MODES, ConformalBand, check_level, fit_band, tie_key
 from .._rng import as_generator
 from .._text import preview as _preview
 from .._types import Estimate, ItemId
@@ -68,20 +68,6 @@ def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     spread = float(np.sum((x - x_mean) ** 2))
     slope = float(np.sum((x - x_mean) * (y - y_mean)) / spread) if spread > 0 else 0.0
     return y_mean - slope * x_mean, slope
-
-
-def tie_key(cross_fitted: np.ndarray, fitted: np.ndarray) -> np.ndarray:
-    """Cross-fitted predictions, averaged over models the fitted head predicts alike.
-
-    Models with the same answers get the same prediction from the head, as would a new model
-    with those answers; their cross-fitted predictions differ only by which models each fold
-    left out, and that jitter sorts a tied group by its own residuals. Averaged within the
-    group, the key puts it in one bin and one region; a model with no twin keeps its own
-    cross-fitted prediction (what a new model's prediction is like).
-    """
-    _, group = np.unique(fitted, return_inverse=True)
-    sums = np.bincount(group, weights=cross_fitted)
-    return (sums / np.bincount(group))[group]
 
 
 def fold_labels(n: int, n_folds: int, seed: Any) -> np.ndarray:
@@ -526,16 +512,10 @@ class ScoreEstimator(ABC):
         """JSON-serialisable fitted state (bundles store this; no pickles)."""
         self._check_fitted()
         state = {
-            "estimator": self.name,
-            "state_version": STATE_VERSION,
-            "params": self.get_params(),
-            "item_ids": list(self.item_ids_),
-            "weights": self.weights_.tolist(),
+            **self._state_header(),
             "features": self._feature_state(),
             "head": self.head_,
             "band": self.band_.to_dict(),
-            "n_source": self.n_source_,
-            "cv_mae": self.cv_mae_,
         }
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
@@ -544,18 +524,42 @@ class ScoreEstimator(ABC):
         json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
         return state
 
+    def _state_header(self) -> dict[str, Any]:
+        """The fields every estimator's state holds (subclasses with a state of their own)."""
+        return {
+            "estimator": self.name,
+            "state_version": STATE_VERSION,
+            "params": self.get_params(),
+            "item_ids": list(self.item_ids_),
+            "weights": self.weights_.tolist(),
+            "n_source": self.n_source_,
+            "cv_mae": self.cv_mae_,
+        }
+
+    @classmethod
+    def _from_header(cls, state: Mapping[str, Any]) -> Self:
+        """A new estimator holding :meth:`_state_header`'s fields, its version checked; a
+        missing field raises ``KeyError`` for the caller to name."""
+        if state["state_version"] != STATE_VERSION:
+            raise InputError(
+                f"{cls.name}: estimator state version {state['state_version']!r} is not "
+                f"supported (expected {STATE_VERSION})"
+            )
+        estimator = cls(**state["params"])
+        estimator.item_ids_ = tuple(state["item_ids"])
+        estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+        estimator.head_ = {}
+        estimator.n_source_ = int(state["n_source"])
+        estimator.cv_mae_ = float(state["cv_mae"])
+        return estimator
+
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> ScoreEstimator:
         """Rebuild a fitted estimator; on the base class, dispatch on ``state["estimator"]``."""
         try:
             name = state["estimator"]
-            version = state["state_version"]
         except (KeyError, TypeError) as exc:
             raise InputError(f"estimator state lacks field {exc}") from exc
-        if version != STATE_VERSION:
-            raise InputError(
-                f"estimator state version {version!r} is not supported (expected {STATE_VERSION})"
-            )
         if cls is ScoreEstimator:
             from . import ESTIMATORS
 
@@ -567,14 +571,10 @@ class ScoreEstimator(ABC):
         if name != cls.name:
             raise InputError(f"state is for estimator {name!r}, not {cls.name!r}")
         try:
-            estimator = cls(**state["params"])
-            estimator.item_ids_ = tuple(state["item_ids"])
-            estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+            estimator = cls._from_header(state)
             estimator._load_feature_state(state["features"])
             estimator.head_ = dict(state["head"])
             estimator.band_ = ConformalBand.from_dict(state["band"])
-            estimator.n_source_ = int(state["n_source"])
-            estimator.cv_mae_ = float(state["cv_mae"])
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), name)
             estimator.finite_ = FinitePopulation.from_state(
                 state.get("finite"), len(estimator.item_ids_), name

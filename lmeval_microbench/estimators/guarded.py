@@ -35,7 +35,7 @@ from ..outside.folds import DOWN, UP, score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .base import MIN_SOURCE_MODELS, STATE_VERSION, ScoreEstimator
+from .base import MIN_SOURCE_MODELS, ScoreEstimator
 from .missing import inflation_state
 
 AUTO = "auto"
@@ -246,18 +246,12 @@ class GuardedEstimator(ScoreEstimator):
     def state_dict(self) -> dict[str, Any]:
         self._check_fitted()
         state = {
-            "estimator": self.name,
-            "state_version": STATE_VERSION,
-            "params": self.get_params(),
-            "item_ids": list(self.item_ids_),
-            "weights": self.weights_.tolist(),
+            **self._state_header(),
             "inner_state": self.inner_.state_dict(),
             "reading": {"name": self.reading_name_, "state": self.reading_.state()},
             "guard_band": self.guard_band_.to_dict(),
             "fold_mae": self.fold_mae_,
             "range": [self.bottom_, self.top_],
-            "n_source": self.n_source_,
-            "cv_mae": self.cv_mae_,
         }
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
@@ -268,14 +262,7 @@ class GuardedEstimator(ScoreEstimator):
         if cls is not GuardedEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
         try:
-            if state["state_version"] != STATE_VERSION:
-                raise InputError(
-                    f"guarded: estimator state version {state['state_version']!r} is not "
-                    f"supported (expected {STATE_VERSION})"
-                )
-            estimator = cls(**state["params"])
-            estimator.item_ids_ = tuple(state["item_ids"])
-            estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+            estimator = cls._from_header(state)
             estimator.inner_ = ScoreEstimator.from_state(state["inner_state"])
             reading = state["reading"]
             estimator.reading_name_ = str(reading["name"])
@@ -286,12 +273,11 @@ class GuardedEstimator(ScoreEstimator):
             estimator.fold_mae_ = {str(k): float(v) for k, v in state["fold_mae"].items()}
             estimator.bottom_, estimator.top_ = (float(v) for v in state["range"])
             estimator.band_ = estimator.inner_.band_
-            estimator.head_ = {}
-            estimator.n_source_ = int(state["n_source"])
-            estimator.cv_mae_ = float(state["cv_mae"])
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         except KeyError as exc:
             raise InputError(f"guarded: estimator state lacks field {exc.args[0]!r}") from exc
+        except InputError:
+            raise
         except (TypeError, ValueError) as exc:
             raise InputError(f"guarded: malformed estimator state ({exc})") from exc
         if len(estimator.item_ids_) != len(estimator.inner_.item_ids_):

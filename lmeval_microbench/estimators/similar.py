@@ -31,7 +31,7 @@ from ..outside.readings import SourceView
 from ..outside.readings.similar import SimilarReading
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .base import MIN_SOURCE_MODELS, STATE_VERSION, ScoreEstimator
+from .base import MIN_SOURCE_MODELS, ScoreEstimator
 
 
 class SimilarEstimator(ScoreEstimator):
@@ -117,17 +117,11 @@ class SimilarEstimator(ScoreEstimator):
     def state_dict(self) -> dict[str, Any]:
         self._check_fitted()
         return {
-            "estimator": self.name,
-            "state_version": STATE_VERSION,
-            "params": self.get_params(),
-            "item_ids": list(self.item_ids_),
-            "weights": self.weights_.tolist(),
+            **self._state_header(),
             "reading": self.reading_.state(),
             "studentized": self.studentized_.tolist(),
             "widen": self.widen_,
             "band": self.band_.to_dict(),
-            "n_source": self.n_source_,
-            "cv_mae": self.cv_mae_,
         }
 
     @classmethod
@@ -135,23 +129,15 @@ class SimilarEstimator(ScoreEstimator):
         if cls is not SimilarEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
         try:
-            if state["state_version"] != STATE_VERSION:
-                raise InputError(
-                    f"similar: estimator state version {state['state_version']!r} is not "
-                    f"supported (expected {STATE_VERSION})"
-                )
-            estimator = cls(**state["params"])
-            estimator.item_ids_ = tuple(state["item_ids"])
-            estimator.weights_ = np.asarray(state["weights"], dtype=np.float64)
+            estimator = cls._from_header(state)
             estimator.reading_ = SimilarReading.from_state(state["reading"])
             estimator.studentized_ = np.asarray(state["studentized"], dtype=np.float64)
             estimator.widen_ = float(state["widen"])
             estimator.band_ = ConformalBand.from_dict(state["band"])
-            estimator.head_ = {}
-            estimator.n_source_ = int(state["n_source"])
-            estimator.cv_mae_ = float(state["cv_mae"])
         except KeyError as exc:
             raise InputError(f"similar: estimator state lacks field {exc.args[0]!r}") from exc
+        except InputError:
+            raise
         except (TypeError, ValueError) as exc:
             raise InputError(f"similar: malformed estimator state ({exc})") from exc
         if estimator.reading_.asked_.shape[1] != len(estimator.item_ids_):
