@@ -2,10 +2,10 @@
 
 :class:`~lmeval_microbench.outside.readings.similar.SimilarReading` predicts a model's answers
 on the items it was not asked from the source models' answers and corrects the prediction by
-its own residuals on the asked items. Inside ``guarded`` it is one of the outside readings;
-here it is the whole estimate, for every model, with random items (``--method random`` or
-``balanced``): the recipe of benchpred's ``aipw`` with cross-fitted residuals, whose error
-does not depend on the model resembling the sources.
+its own residuals on the asked items. Inside ``guarded`` it can be the outside reading
+(``reading="similar"``); here it is the whole estimate, for every model, with random items
+(``--method random`` or ``balanced``): the recipe of benchpred's ``aipw`` with cross-fitted
+residuals, whose error does not depend on the model resembling the sources.
 
 Nothing is fitted on the source models' full scores beyond the reading's map from the matrix
 mean to the target (identity on a whole benchmark). The interval is the estimate plus or
@@ -84,6 +84,8 @@ class SimilarEstimator(ScoreEstimator):
         errors = np.abs(self.oof_ - view.target)
         self.studentized_ = np.sort(errors / np.maximum(se, 1e-9))
         self.widen_ = 1.0
+        # the interval is the studentized one; a plain band of the same errors serves the
+        # common interface (fitted-state checks, widening)
         self.band_ = fit_band(self.oof_, view.target, "constant")
         self.head_: dict[str, Any] = {}
         self.n_source_ = view.n_models
