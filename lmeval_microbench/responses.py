@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -418,6 +419,26 @@ class ResponseMatrix:
         if suffix in (".csv", ".tsv"):
             return cls.read_csv(path)
         raise InputError(f"{path}: unknown matrix file type {suffix!r} (use .parquet or .csv)")
+
+
+_BITS = bytes.maketrans(b"\x00\x01", b"01")
+
+
+def encode_rows(rows: np.ndarray) -> list[str] | list[list[float]]:
+    """Answer rows for JSON: 0/1 rows as bit strings (compact), anything else as float lists."""
+    if np.isin(rows, (0.0, 1.0)).all():
+        return [row.astype(np.uint8).tobytes().translate(_BITS).decode() for row in rows]
+    return rows.tolist()
+
+
+def decode_rows(encoded: list[Any], width: int) -> np.ndarray:
+    """The rows :func:`encode_rows` wrote, ``(len(encoded), width)`` when well formed."""
+    if not encoded:
+        return np.zeros((0, width))
+    if isinstance(encoded[0], str):
+        bits = np.array([np.frombuffer(row.encode(), dtype=np.uint8) for row in encoded])
+        return (bits == ord("1")).astype(np.float64)
+    return np.asarray(encoded, dtype=np.float64)
 
 
 def _with_model_index(frame: pd.DataFrame, source: str) -> pd.DataFrame:

@@ -14,8 +14,6 @@ from lmeval_microbench.estimators import ScoreEstimator, estimator_from_state, m
 from lmeval_microbench.estimators.ridge import (
     BLEND_GRID,
     FALLBACK_BLEND,
-    decode_rows,
-    encode_rows,
     fit_ridge_loo,
     guard_weight,
     hamming,
@@ -23,7 +21,7 @@ from lmeval_microbench.estimators.ridge import (
     thin_svd,
 )
 from lmeval_microbench.irt.params import ItemParams
-from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.responses import ResponseMatrix, decode_rows, encode_rows
 from lmeval_microbench.selection.base import Subset
 
 NAMES = ("ridge", "kridge")

@@ -60,7 +60,7 @@ from .._conformal import ConformalBand
 from .._rng import as_generator
 from ..errors import InputError
 from ..irt.params import ItemParams
-from ..responses import ResponseMatrix
+from ..responses import ResponseMatrix, decode_rows, encode_rows
 from ..subset import Subset
 from .anchor import anchor_sum
 from .base import ScoreEstimator, fit_line
@@ -220,21 +220,6 @@ def nystroem_map(landmarks: np.ndarray, gamma: float) -> np.ndarray:
     eigval, eigvec = np.linalg.eigh(np.exp(-gamma * hamming(landmarks, landmarks)))
     keep = eigval > eigval.max() * _EIGEN_TOL
     return eigvec[:, keep] / np.sqrt(eigval[keep])
-
-
-def encode_rows(rows: np.ndarray) -> list[str] | list[list[float]]:
-    """0/1 rows as bit strings (compact JSON), anything else as float lists."""
-    if np.isin(rows, (0.0, 1.0)).all():
-        return ["".join("1" if v else "0" for v in row) for row in rows.astype(bool)]
-    return rows.tolist()
-
-
-def decode_rows(encoded: list[Any], width: int) -> np.ndarray:
-    if not encoded:
-        return np.zeros((0, width))
-    if isinstance(encoded[0], str):
-        return np.array([[c == "1" for c in row] for row in encoded], dtype=np.float64)
-    return np.asarray(encoded, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------- the estimator

@@ -49,7 +49,11 @@ MIN_QUALITY = 0.05
 
 def filled_values(source: ResponseMatrix) -> np.ndarray:
     """Source scores with each missing entry replaced by its item's mean (all-NaN items: 0.5)."""
-    values = source.values
+    return item_mean_filled(source.values)
+
+
+def item_mean_filled(values: np.ndarray) -> np.ndarray:
+    """``values`` (models x items) with each NaN replaced by its item's mean (all-NaN: 0.5)."""
     missing = np.isnan(values)
     counts = (~missing).sum(axis=0)
     sums = np.where(missing, 0.0, values).sum(axis=0)

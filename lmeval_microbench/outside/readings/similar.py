@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
+from ...responses import decode_rows, encode_rows
+from ...selection.dpp import item_mean_filled
 from .base import Reading, ScaleMap, SourceView
 
 ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
@@ -62,7 +64,7 @@ def _loo_for_alpha(
     values, vectors = kernel_eig
     inverse = (vectors / (values + alpha)) @ vectors.T
     coef = inverse @ answers
-    diag = np.diag(inverse)[:, None] * np.ones((1, answers.shape[1]))
+    diag = np.diag(inverse)[:, None]
     if leave_self_out:
         pushed = inverse @ features
         denom = 1.0 - np.sum(features * pushed, axis=0)
@@ -153,28 +155,13 @@ def similarity_aipw(
     return np.clip(estimate, 0.0, 1.0), se
 
 
-# ---------------------------------------------------------------------- state helpers
-_BITS = bytes.maketrans(b"\x00\x01", b"01")
-
-
-def encode_answers(rows: np.ndarray) -> list[str] | list[list[float]]:
-    """0/1 answer rows as bit strings (compact JSON), anything else as float lists."""
-    if np.isin(rows, (0.0, 1.0)).all():
-        return [row.astype(np.uint8).tobytes().translate(_BITS).decode() for row in rows]
-    return rows.tolist()
-
-
-def decode_answers(encoded: Any, width: int, name: str) -> np.ndarray:
-    """The rows :func:`encode_answers` wrote, ``(m, width)``."""
+def _decoded(encoded: Any, width: int, where: str) -> np.ndarray:
+    """Saved source answers (:func:`~lmeval_microbench.responses.decode_rows`), checked."""
     if not isinstance(encoded, list) or not encoded:
-        raise InputError(f"{name}: state has no source answers")
-    if isinstance(encoded[0], str):
-        rows = np.array([np.frombuffer(row.encode(), dtype=np.uint8) for row in encoded])
-        rows = (rows == ord("1")).astype(np.float64)
-    else:
-        rows = np.asarray(encoded, dtype=np.float64)
+        raise InputError(f"{where}: state has no source answers")
+    rows = decode_rows(encoded, width)
     if rows.ndim != 2 or rows.shape[1] != width:
-        raise InputError(f"{name}: the saved source answers are not {width} items wide")
+        raise InputError(f"{where}: the saved source answers are not {width} items wide")
     return rows
 
 
@@ -195,7 +182,7 @@ class SimilarReading(Reading):
             raise InputError(f"outside reading 'similar': {reason}")
         rest = np.setdiff1d(np.arange(view.n_items), view.positions)
         self.asked_ = view.values.copy()
-        self.rest_ = filled(view.all_values[:, rest])
+        self.rest_ = item_mean_filled(view.all_values[:, rest])
         self.scale_ = view.scale_map()
         return self
 
@@ -209,8 +196,8 @@ class SimilarReading(Reading):
 
     def state(self) -> dict[str, Any]:
         return {
-            "asked": encode_answers(self.asked_),
-            "rest": encode_answers(self.rest_),
+            "asked": encode_rows(self.asked_),
+            "rest": encode_rows(self.rest_),
             "n_rest": int(self.rest_.shape[1]),
             "scale": self.scale_.to_dict(),
         }
@@ -228,22 +215,10 @@ class SimilarReading(Reading):
         except (TypeError, ValueError) as exc:
             raise InputError(f"{where}: malformed state ({exc})") from exc
         width = len(asked[0]) if asked and isinstance(asked[0], (str, list)) else 0
-        reading.asked_ = decode_answers(asked, width, where)
+        reading.asked_ = _decoded(asked, width, where)
         reading.rest_ = (
-            decode_answers(rest, n_rest, where)
-            if n_rest
-            else np.zeros((reading.asked_.shape[0], 0))
+            _decoded(rest, n_rest, where) if n_rest else np.zeros((reading.asked_.shape[0], 0))
         )
         if reading.asked_.shape[0] != reading.rest_.shape[0]:
             raise InputError(f"{where}: the asked and other items' answers hold different models")
         return reading
-
-
-def filled(values: np.ndarray) -> np.ndarray:
-    """Source answers on the other items, gaps filled with the item's mean (0.5 if none)."""
-    if not np.isnan(values).any():
-        return values
-    with np.errstate(invalid="ignore"):
-        means = np.nanmean(values, axis=0)
-    means = np.where(np.isnan(means), 0.5, means)
-    return np.where(np.isnan(values), means[None, :], values)
