@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, MATRICES, PSN, Cell, cell_rows, load_matrix, split_matrices
+from bench_peers import (
+    DATA,
+    MATRICES,
+    PSN,
+    V1_ALL,
+    Cell,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
@@ -58,7 +67,7 @@ def measure_cell(
     draws: int,
 ) -> dict[str, dict[str, float]]:
     """Both selections' plain-mean MAE, coverage and width on one split, over ``draws``."""
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     target_truth = truth[rows[1]]
     out = {}

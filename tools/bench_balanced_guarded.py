@@ -27,7 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, V1, V2, Cell, build_recipe, cell_rows, load_matrix, split_matrices
+from bench_peers import (
+    DATA,
+    V1,
+    V1_ALL,
+    V2,
+    Cell,
+    build_recipe,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
 from tqdm.auto import tqdm
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
@@ -60,7 +70,7 @@ def measure_cell(task: tuple[Path, Cell, int]) -> dict[str, Any]:
     """Both selections read with ``guarded`` on one split, over ``draws`` item draws."""
     data, cell, draws = task
     values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     source_truth, target_truth = truth[rows[0]], truth[rows[1]]
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in SELECTIONS}

@@ -54,6 +54,7 @@ from bench_peers import (
     POPULATION_BUDGET,
     POPULATIONS,
     V1,
+    V1_ALL,
     V2,
     Cell,
     build_recipe,
@@ -96,7 +97,7 @@ def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...]]) -> dict[str, An
     data, cell, extra = task
     auto_choice.PAIRED_CANDIDATES = PAIRED + extra
     values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     source_truth, target_truth = truth[rows[0]], truth[rows[1]]
     with warnings.catch_warnings():

@@ -77,6 +77,8 @@ MATRICES = V2 + V1 + PSN
 BUDGETS = (10, 25, 50, 100)
 POPULATIONS = (25, 50, 100)
 POPULATION_BUDGET = 50
+V1_ALL = 1000
+"""Most source models of a v1 'all' population (``--v1-all``)."""
 SEEDS = (0, 1, 2)
 FAST = (
     "random_sampling",
@@ -488,8 +490,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--v1-all",
         type=int,
-        default=1000,
-        help="most source models of a v1 'all' population (default 1000)",
+        default=V1_ALL,
+        help=f"most source models of a v1 'all' population (default {V1_ALL})",
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument("--report-only", action="store_true")
@@ -513,7 +515,7 @@ def main(argv: list[str] | None = None) -> None:
         [int(s) for s in args.seeds.split(",")],
         [int(b) for b in args.budgets.split(",")],
         n_items,
-        _seed_range(args.psn_seeds) if args.psn_seeds else None,
+        seed_range(args.psn_seeds) if args.psn_seeds else None,
     )
     methods = args.only.split(",") if args.only else [*OURS, *PEERS]
     cache = Cache(args.cache)
@@ -541,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
     write_report(rows, info, args.out)
 
 
-def _seed_range(text: str) -> list[int]:
+def seed_range(text: str) -> list[int]:
     """``0-9`` or ``0,1,2`` as a list of seeds."""
     if "-" in text:
         first, last = (int(v) for v in text.split("-"))

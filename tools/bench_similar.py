@@ -27,7 +27,22 @@ from typing import Any
 
 import numpy as np
 from bench_balanced_guarded import matrix_of
-from bench_peers import DATA, PEERS, PSN, V1, V2, Cell, build_recipe, cell_rows, split_matrices
+from bench_peers import (
+    BUDGETS,
+    DATA,
+    PEERS,
+    POPULATION_BUDGET,
+    POPULATIONS,
+    PSN,
+    V1,
+    V1_ALL,
+    V2,
+    Cell,
+    build_recipe,
+    cell_rows,
+    seed_range,
+    split_matrices,
+)
 from tqdm.auto import tqdm
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
@@ -35,9 +50,6 @@ from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_BUDGETS = (25, 50, 100)
-PSN_BUDGETS = (10, 25, 50, 100)
-POPULATIONS = ("25", "50", "100")
-POPULATION_BUDGET = 50
 SHOWN = ("random_sampling", "aipw")
 
 
@@ -45,10 +57,12 @@ def cells_of(matrix: str, n_items: int, seeds: list[int]) -> list[Cell]:
     cells = []
     for seed in seeds:
         for protocol in ("random", "extrapolation"):
-            budgets = PSN_BUDGETS if matrix in PSN else ALL_BUDGETS
+            budgets = BUDGETS if matrix in PSN else ALL_BUDGETS
             cells += [Cell(matrix, "all", protocol, b, seed) for b in budgets if b < n_items]
             if matrix not in PSN:
-                cells += [Cell(matrix, p, protocol, POPULATION_BUDGET, seed) for p in POPULATIONS]
+                cells += [
+                    Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS
+                ]
     return cells
 
 
@@ -56,7 +70,7 @@ def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
     """Balanced items read with ``similar`` on one split: MAE, coverage, width, seconds."""
     data, cell = task
     values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     target_truth = truth[rows[1]]
     started = time.perf_counter()
@@ -194,13 +208,6 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        first, last = text.split("-")
-        return list(range(int(first), int(last) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -216,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = []
     for matrix in args.matrices.split(","):
-        seeds = _seeds(args.psn_seeds if matrix in PSN else args.seeds)
+        seeds = seed_range(args.psn_seeds if matrix in PSN else args.seeds)
         n_items = matrix_of(matrix, args.data)[0].shape[1]
         tasks += [(args.data, cell) for cell in cells_of(matrix, n_items, seeds)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:

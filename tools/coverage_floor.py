@@ -14,8 +14,8 @@ for the default's random-split cells (where the held-out models are like the sou
 number of cells under 0.85 and over 0.95 beside the number an exact conformal interval would
 give in expectation (the sum over cells of that probability). The excess is what our
 intervals add. Source counts: the population size, or, for population ``all``, four times
-the held-out models (the suite holds out a fifth) capped at the suite's v1 limit, and 10 on
-psn.
+the held-out models (the suite holds out a fifth) capped at the v1 limit the suite's report
+records, and 10 on psn.
 
     python tools/coverage_floor.py              # bench/peers.json -> bench/coverage_floor.*
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_peers import PSN, V1, V1_ALL, V2
 from scipy.stats import beta, binom
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
@@ -38,23 +39,19 @@ from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 REPO = Path(__file__).resolve().parents[1]
 LEVEL = 0.9
 LOW, HIGH = 0.85, 0.95
-V1_ALL = 1000
-"""The peer suite's cap on v1 source models (``bench_peers.py --v1-all``)."""
 PSN_SOURCES = 10
 """The psn blocks have 12 models; a split holds out 2."""
-V1 = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
-V2 = ("ifeval", "musr")
 GRID = np.linspace(0.0, 1.0, 4001)[1:-1]
 
 
-def sources_of(cell: dict[str, Any]) -> int:
-    """Source models the cell's bundle was fitted on."""
+def sources_of(cell: dict[str, Any], v1_all: int) -> int:
+    """Source models the cell's bundle was fitted on (``v1_all``: the suite's v1 cap)."""
     if cell["population"] != "all":
         return int(cell["population"])
-    if cell["matrix"] not in V1 + V2:
+    if cell["matrix"] in PSN:
         return PSN_SOURCES
     n = 4 * int(cell["n_targets"])
-    return min(n, V1_ALL) if cell["matrix"] in V1 else n
+    return min(n, v1_all) if cell["matrix"] in V1 else n
 
 
 def outside_probability(n_sources: int, n_targets: int) -> tuple[float, float]:
@@ -75,7 +72,7 @@ def group_of(cell: dict[str, Any]) -> str:
     return f"{family}, {sources}"
 
 
-def tally(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tally(cells: list[dict[str, Any]], v1_all: int = V1_ALL) -> list[dict[str, Any]]:
     """Per family x population: random-split cells of ``ours``, observed and expected counts
     outside [LOW, HIGH]."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -83,7 +80,7 @@ def tally(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ours = cell["methods"].get("ours") or {}
         if cell["protocol"] != "random" or ours.get("coverage") is None:
             continue
-        below, above = outside_probability(sources_of(cell), int(cell["n_targets"]))
+        below, above = outside_probability(sources_of(cell, v1_all), int(cell["n_targets"]))
         coverage = float(ours["coverage"])
         groups[group_of(cell)].append(
             {"coverage": coverage, "expected_below": below, "expected_above": above}
@@ -132,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    groups = tally(json.loads(args.peers.read_text())["cells"])
+    peers = json.loads(args.peers.read_text())
+    groups = tally(peers["cells"], peers.get("info", {}).get("v1_all", V1_ALL))
     write_json_atomic(
         args.out / "coverage_floor.json", {"source": args.peers.name, "groups": groups}
     )

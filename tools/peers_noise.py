@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_peers import PSN, V1, V2
 from peers_report import (
     MARGIN,
     OURS,
@@ -99,9 +100,9 @@ def target_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 FAMILIES = {
-    "OLL v2 (IFEval, MuSR)": ("ifeval", "musr"),
-    "OLL v1 (six matrices)": ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande"),
-    "psn (MMLU, BBH; 10 sources)": ("psn_mmlu", "psn_bbh"),
+    "OLL v2 (IFEval, MuSR)": V2,
+    "OLL v1 (six matrices)": V1,
+    "psn (MMLU, BBH; 10 sources)": PSN,
 }
 """Matrix families of the per-family summary (a README sentence quotes the v2 row)."""
 
