@@ -69,7 +69,7 @@ from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import FLOOR, choose_recipe
 from lmeval_microbench.auto import choice as auto_choice
 from lmeval_microbench.auto._cv import Candidate
-from lmeval_microbench.auto._rule import intervals_held, pick
+from lmeval_microbench.auto._rule import competing, pick
 from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,21 +131,9 @@ def label(row: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------- rules
-def competing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Scored rows whose intervals held on the folds (the floor always competes), as
-    :func:`lmeval_microbench.auto._rule.pick` sees them."""
-    return [
-        r
-        for r in rows
-        if r.get("score") is not None
-        and r.get("diff_vs_floor") is not None
-        and (label(r) == FLOOR.label or intervals_held(r))
-    ]
-
-
 def margin_rule(rows: list[dict[str, Any]]) -> str:
     """The rule before 2026-11-27: a win over the floor by more than z paired SEs."""
-    scored = competing(rows)
+    scored = competing(rows, FLOOR)
     best = min(scored, key=lambda r: r["score"])
     tail = 1.0 - norm.cdf(1.0)
     z = float(norm.ppf(1.0 - tail / max(len(scored) - 1, 1)))

@@ -138,17 +138,21 @@ def pick(rows: Sequence[dict], floor: Candidate) -> Candidate | None:
     floor_row = by_key.get(floor)
     if floor_row is None or floor_row["score"] is None:
         return None
-    scored = [
+    best = min(competing(rows, floor), key=lambda r: r["score"])
+    if best["diff_vs_floor"] < 0:
+        return Candidate(best["method"], best["estimator"])
+    return floor
+
+
+def competing(rows: Sequence[dict], floor: Candidate) -> list[dict]:
+    """The scored rows that compete: the floor's, and those whose intervals held."""
+    return [
         r
         for r in rows
         if r["score"] is not None
         and r["diff_vs_floor"] is not None
         and (Candidate(r["method"], r["estimator"]) == floor or intervals_held(r))
     ]
-    best = min(scored, key=lambda r: r["score"])
-    if best["diff_vs_floor"] < 0:
-        return Candidate(best["method"], best["estimator"])
-    return floor
 
 
 def intervals_held(row: dict) -> bool:
