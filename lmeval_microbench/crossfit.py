@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import InputError
 from .estimators import make_estimator
+from .estimators._fitting import fold_labels
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
 from .selection import Selector, make_selector, select_with_audit
@@ -38,11 +39,6 @@ def needs_cross_fit(selector: Selector, source: ResponseMatrix) -> bool:
 
 
 FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
-
-
-def fold_labels(n_models: int, n_folds: int, seed: int) -> np.ndarray:
-    labels = np.arange(n_models) % n_folds
-    return labels[np.random.default_rng(seed).permutation(n_models)]
 
 
 def selection_cross_fit(

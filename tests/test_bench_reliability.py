@@ -14,7 +14,7 @@ from tools_support import tools_module
 
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import make_estimator
-from lmeval_microbench.estimators.base import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
+from lmeval_microbench.estimators._fitting import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset
 from lmeval_microbench.synthetic import random_item_params, simulate_responses

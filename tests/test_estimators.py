@@ -353,7 +353,7 @@ def test_irt_estimators_fit_their_own_parameters_on_the_source(world: dict) -> N
      (1.5, r"is not in \[0, 1\] \(got 1\.5\)")],
 )  # fmt: skip
 def test_checked_score_names_the_item_and_its_owner(score, match):
-    from lmeval_microbench.estimators.base import checked_score
+    from lmeval_microbench.estimators._fitting import checked_score
 
     assert checked_score("a.1", "0.25") == 0.25
     with pytest.raises(InputError, match=match):

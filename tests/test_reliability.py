@@ -223,7 +223,7 @@ def test_bad_plans_fail_before_any_work(synthetic, kwargs, message):
 
 def test_too_few_source_models_is_an_error(synthetic):
     matrix, truth = synthetic
-    from lmeval_microbench.estimators.base import MIN_SOURCE_MODELS
+    from lmeval_microbench.estimators._fitting import MIN_SOURCE_MODELS
 
     n = MIN_SOURCE_MODELS  # leave-one-out leaves one source model too few
     small = matrix.select_models(matrix.model_ids[:n])

@@ -25,7 +25,7 @@ import numpy as np
 from .._rng import spawn
 from ..errors import InputError
 from ..estimators import make_estimator
-from ..estimators.base import MIN_SOURCE_MODELS
+from ..estimators._fitting import MIN_SOURCE_MODELS
 from ..irt.params import ItemParams
 from ..outside.folds import extrapolation_folds
 from ..reliability import IRTCache, Split, needs_irt, select_items

@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from .._rng import spawn
 from ..errors import InputError
 from ..estimators import make_estimator
-from ..estimators.base import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
+from ..estimators._fitting import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
 from ..reliability import (
     IRTCache,
     Split,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -38,13 +37,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .._conformal import SCALE_MODES, ConformalBand, check_level, fit_band, tie_key
-from .._rng import as_generator
 from .._text import preview as _preview
 from .._types import Estimate, ItemId
 from ..errors import InputError, ItemMismatchError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from ._fitting import (
+    MIN_CALIBRATION_MODELS,
+    checked_cross_fit,
+    checked_score,
+    fit_line,
+    fold_labels,
+    usable_models,
+)
 from .finite import FinitePopulation
 from .missing import fit_inflation, inflation_state, predict_with_imputation
 
@@ -53,40 +59,6 @@ if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
 
 STATE_VERSION = 1
 CALIBRATIONS = ("linear", "none")
-MIN_SOURCE_MODELS = 10
-"""Fewest usable source models an estimator is fitted on: a 90 % conformal interval needs 9
-held-out residuals to be finite (``ceil((n + 1) * 0.9) <= n``), 10 keeps one to spare; the
-interval is then the largest residual, hence ``MIN_CALIBRATION_MODELS`` for a fitted head."""
-MIN_CALIBRATION_MODELS = 20
-"""Fewer source models than this get no linear calibration head and leave-one-out residuals."""
-
-
-# ---------------------------------------------------------------------- linear head helpers
-def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least-squares ``y ~ intercept + slope * x``; a constant ``x`` gives slope 0."""
-    x_mean, y_mean = float(x.mean()), float(y.mean())
-    spread = float(np.sum((x - x_mean) ** 2))
-    slope = float(np.sum((x - x_mean) * (y - y_mean)) / spread) if spread > 0 else 0.0
-    return y_mean - slope * x_mean, slope
-
-
-def fold_labels(n: int, n_folds: int, seed: Any) -> np.ndarray:
-    """Fold number of each of ``n`` rows: a seeded permutation cut into near-equal folds."""
-    labels = np.arange(n) % n_folds
-    return labels[as_generator(seed).permutation(n)]
-
-
-def checked_score(item: ItemId, score: Any, *, owner: str = "") -> float:
-    """``score`` as a float, or an :class:`InputError` naming the item: a NaN, a string or a
-    percentage slipped in where a score in [0, 1] belongs would bend every estimate."""
-    where = f"{owner}: " if owner else ""
-    try:
-        number = float(score)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{where}score of item {item!r} is not a number: {score!r}") from exc
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InputError(f"{where}score of item {item!r} is not in [0, 1] (got {score!r})")
-    return number
 
 
 class ScoreEstimator(ABC):
@@ -239,21 +211,12 @@ class ScoreEstimator(ABC):
             which keeps the subset fixed and is optimistic when the subset was chosen
             for these very models (supervised selection).
         """
-        self._validate_params()
-        target = self._check_target(source, target)
-        positions = source.item_positions(subset.item_ids)
-        self.item_ids_: tuple[ItemId, ...] = tuple(subset.item_ids)
-        self.weights_: np.ndarray = np.asarray(subset.weights, dtype=np.float64)
-        values = source.values[:, positions]
+        target = self._begin_fit(source, subset, target)
+        values = source.values[:, source.item_positions(self.item_ids_)]
         # models lacking subset scores cannot be fitted on: IRT estimators need one, others all
-        gaps = np.isnan(values)
-        usable = ~(gaps.all(axis=1) if self.supports_missing else gaps.any(axis=1))
-        if usable.sum() < MIN_SOURCE_MODELS:
-            needed = "any" if self.supports_missing else "every"
-            raise InputError(
-                f"{self.name}: only {int(usable.sum())} source models of {source.source} have "
-                f"scores on {needed} subset item; at least {MIN_SOURCE_MODELS} are needed"
-            )
+        usable = usable_models(
+            values, any_item=self.supports_missing, name=self.name, source=source.source
+        )
         if usable.sum() < MIN_CALIBRATION_MODELS and self.calibration == "linear":
             self._drop_calibration(source, usable, target)
         self._fit_features(source, subset, irt)
@@ -262,7 +225,7 @@ class ScoreEstimator(ABC):
         y = self._rest_target(values[usable], target[usable])
         cv_prediction = self._cross_fit(features, y)
         if cross_fit is not None:
-            given = _checked_cross_fit(
+            given = checked_cross_fit(
                 cross_fit, usable, self._full(values[usable], cv_prediction), self.name
             )
             cv_prediction = self._rest_target(values[usable], given)
@@ -276,6 +239,15 @@ class ScoreEstimator(ABC):
         self.n_source_: int = int(usable.sum())
         self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y))) * self._rest_share()
         return self
+
+    def _begin_fit(self, source: ResponseMatrix, subset: Subset, target: Any) -> np.ndarray:
+        """What every ``fit`` does first: check the parameters and the target (returned as a
+        checked array), and keep the subset's item ids and weights."""
+        self._validate_params()
+        target = self._check_target(source, target)
+        self.item_ids_: tuple[ItemId, ...] = tuple(subset.item_ids)
+        self.weights_: np.ndarray = np.asarray(subset.weights, dtype=np.float64)
+        return target
 
     def _head_features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         features, feature_se = self._features(values)
@@ -584,17 +556,3 @@ class ScoreEstimator(ABC):
         except TypeError as exc:  # parameters of another version of the class
             raise InputError(f"{name}: estimator state has unknown parameters ({exc})") from exc
         return estimator
-
-
-def _checked_cross_fit(
-    cross_fit: np.ndarray, usable: np.ndarray, own: np.ndarray, name: str
-) -> np.ndarray:
-    """The given out-of-fold estimates of the usable source models; ``own`` (the estimator's
-    own cross-fit) fills the models the given procedure could not estimate (NaN)."""
-    values = np.asarray(cross_fit, dtype=np.float64).reshape(-1)
-    if values.shape != usable.shape:
-        raise InputError(
-            f"{name}: cross_fit has {values.size} estimates for {usable.size} source models"
-        )
-    values = values[usable]
-    return np.clip(np.where(np.isfinite(values), values, own), 0.0, 1.0)

@@ -35,7 +35,8 @@ from ..outside.folds import DOWN, UP, score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .base import MIN_SOURCE_MODELS, ScoreEstimator
+from ._fitting import usable_models
+from .base import ScoreEstimator
 from .missing import inflation_state
 
 AUTO = "auto"
@@ -132,18 +133,14 @@ class GuardedEstimator(ScoreEstimator):
         cross_fit: np.ndarray | None = None,
     ) -> GuardedEstimator:
         """Fit the inner estimator and choose and fit the outside reading; returns ``self``."""
-        self._validate_params()
-        target = self._check_target(source, target)
-        self.item_ids_ = tuple(subset.item_ids)
-        self.weights_ = np.asarray(subset.weights, dtype=np.float64)
+        target = self._begin_fit(source, subset, target)
         inner = self._make_inner().fit(source, subset, target, irt=irt, cross_fit=cross_fit)
-        positions = source.item_positions(subset.item_ids)
-        complete = ~np.isnan(source.values[:, positions]).any(axis=1)
-        if complete.sum() < MIN_SOURCE_MODELS:
-            raise InputError(
-                f"guarded: only {int(complete.sum())} source models of {source.source} have "
-                f"scores on every subset item; at least {MIN_SOURCE_MODELS} are needed"
-            )
+        complete = usable_models(
+            source.values[:, source.item_positions(self.item_ids_)],
+            any_item=False,
+            name=self.name,
+            source=source.source,
+        )
         oof = self._inner_oof(inner, complete)
         view = SourceView.build(source, subset, target, oof)
         complete_source = source.select_models(np.asarray(source.model_ids)[complete])

@@ -33,8 +33,9 @@ from ..irt import IRTModel, _math, estimate_abilities
 from ..irt.params import MODEL_TYPES, ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from ._fitting import fit_line, fold_labels
 from .anchor import anchor_se, anchor_sum
-from .base import ScoreEstimator, fit_line, fold_labels
+from .base import ScoreEstimator
 
 ABILITY_METHODS = ("eap", "map", "mle")
 LAMBDA_GRID = np.linspace(0.0, 1.0, 21)

@@ -62,8 +62,9 @@ from ..errors import InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix, decode_rows, encode_rows
 from ..subset import Subset
+from ._fitting import fit_line
 from .anchor import anchor_sum
-from .base import ScoreEstimator, fit_line
+from .base import ScoreEstimator
 
 ALPHA_GRID = np.logspace(-6, 1, 22)
 """Ridge penalties per source model (the penalty is ``alpha * n``) searched by leave-one-out."""

@@ -31,7 +31,8 @@ from ..outside.readings import SourceView
 from ..outside.readings.similar import SimilarReading
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .base import MIN_SOURCE_MODELS, ScoreEstimator
+from ._fitting import usable_models
+from .base import ScoreEstimator
 
 
 class SimilarEstimator(ScoreEstimator):
@@ -62,17 +63,13 @@ class SimilarEstimator(ScoreEstimator):
         """Fit the reading and studentize every source's error read from the others; returns
         ``self``. ``irt`` and ``cross_fit`` are not used: nothing is fitted on the subset
         scores, so re-selecting the items per fold would change nothing to correct."""
-        self._validate_params()
-        target = self._check_target(source, target)
-        self.item_ids_ = tuple(subset.item_ids)
-        self.weights_ = np.asarray(subset.weights, dtype=np.float64)
-        positions = source.item_positions(self.item_ids_)
-        complete = ~np.isnan(source.values[:, positions]).any(axis=1)
-        if complete.sum() < MIN_SOURCE_MODELS:
-            raise InputError(
-                f"similar: only {int(complete.sum())} source models of {source.source} have "
-                f"scores on every subset item; at least {MIN_SOURCE_MODELS} are needed"
-            )
+        target = self._begin_fit(source, subset, target)
+        complete = usable_models(
+            source.values[:, source.item_positions(self.item_ids_)],
+            any_item=False,
+            name=self.name,
+            source=source.source,
+        )
         # the view's inner estimates are not read by this reading: the truths stand in
         view = SourceView.build(source, subset, target, target[complete])
         reason = SimilarReading.available(view)

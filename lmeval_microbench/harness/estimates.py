@@ -33,7 +33,8 @@ from .._types import Estimate, ItemId, MaybeEstimated
 from ..bundle import Bundle
 from ..errors import BundleError, InputError, ItemMismatchError, one_line, own_warning
 from ..estimators import ESTIMATORS
-from ..estimators.base import ScoreEstimator, checked_score
+from ..estimators._fitting import checked_score
+from ..estimators.base import ScoreEstimator
 from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..estimators import make_estimator
-from ..estimators.base import MIN_SOURCE_MODELS
+from ..estimators._fitting import MIN_SOURCE_MODELS
 from ..selection import make_selector
 from .splits import PROTOCOLS, split_sizes
 

@@ -49,7 +49,7 @@ from ...irt.params import ItemParams
 from ...responses import ResponseMatrix
 from ...subset import Subset
 from .. import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
-from ..base import checked_score, fold_labels
+from .._fitting import checked_score, fold_labels
 from .head import RidgeHead, cross_fit_head, fit_ridge_head
 from .inputs import AVERAGE, check_benchmarks, joint_source, usable_source
 from .results import JointEstimates, JointFallbackWarning

@@ -19,7 +19,7 @@ from ..._text import preview as _preview
 from ...errors import InputError
 from ...responses import ResponseMatrix
 from ...subset import Subset
-from ..base import MIN_SOURCE_MODELS
+from .._fitting import MIN_SOURCE_MODELS
 
 AVERAGE = "average"
 """Name of the output that estimates the mean of the benchmark scores (leaderboard average)."""
