@@ -20,7 +20,9 @@ def test_similar_is_built_scored_and_set_beside_the_peers(shared_data, tmp_path)
     args = ["--data", str(shared_data), "--matrices", "psn_bbh", "--psn-seeds", "0"]
     assert tool.main([*args, "--peers", str(peers), "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "similar.json").read_text())
-    assert len(report["cells"]) == 8  # random and strongest fifth at 10/25/50/100 items
+    # random and strongest fifth at 10/25/50/100 items, weakest fifth at 50
+    assert len(report["cells"]) == 9
+    assert sum(c["case"][2] == "weak" for c in report["cells"]) == 1
     for cell in report["cells"]:
         assert cell["mae"] > 0 and 0.0 <= cell["coverage"] <= 1.0 and cell["width"] > 0
     (case,) = [c for c in report["cases"] if c["case"] == ["psn_bbh", "all", "random", 25]]

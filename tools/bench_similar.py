@@ -3,8 +3,9 @@
 ``build --method balanced --estimator similar`` (no choice) on the cells of
 :mod:`bench_peers` (the same splits and the same item seed as ``ours``' floor): every matrix,
 random and strongest-fifth held out, all source models at 25, 50 and 100 items, and 25, 50
-and 100 source models at 50 items (v1 and v2); the psn blocks (10 source models) at every
-budget with their own seeds. Beside it, from ``bench/peers.json`` (nothing else rerun): the
+and 100 source models at 50 items (v1 and v2); the weakest fifth held out (near-random
+models), all source models at 50 items; the psn blocks (10 source models) at every budget
+with their own seeds. Beside it, from ``bench/peers.json`` (nothing else rerun): the
 default ``ours``, benchpred's ``aipw`` (the same model-similarity predictor, with in-sample
 residuals, on uniformly random items), the random-item mean and the best benchpred method of
 each case. MAE in points, the 90 % interval's coverage and width.
@@ -63,6 +64,8 @@ def cells_of(matrix: str, n_items: int, seeds: list[int]) -> list[Cell]:
                 cells += [
                     Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS
                 ]
+        if POPULATION_BUDGET < n_items:
+            cells.append(Cell(matrix, "all", "weak", POPULATION_BUDGET, seed))
     return cells
 
 
