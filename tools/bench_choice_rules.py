@@ -26,7 +26,9 @@ all, budgets 25/50/100), read from ``bench/peers.json``.
     python tools/bench_choice_rules.py --jobs 2      # about 15 minutes on 2 idle cores
 
 ``--paired balanced+similar`` adds a candidate to the choice's paired candidates
-(``auto.choice.PAIRED_CANDIDATES``, where a new one would join) in every worker, and ``--stem``
+(``auto.choice.PAIRED_CANDIDATES``, where a new one would join; a method not among the
+default methods joins those, since paired candidates compete only with their method there)
+in every worker, and ``--stem``
 names the report, so a candidate can be tried before the code adopts it:
 
     python tools/bench_choice_rules.py --jobs 2 --paired balanced+similar \
@@ -74,6 +76,7 @@ from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 PAIRED = auto_choice.PAIRED_CANDIDATES
+DEFAULT_METHODS = auto_choice.DEFAULT_METHODS
 SEEDS = (0, 1)
 BUDGETS = (25, 50, 100)
 MARGIN = 0.1
@@ -96,6 +99,10 @@ def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...]]) -> dict[str, An
     ``extra`` candidates among the paired ones."""
     data, cell, extra = task
     auto_choice.PAIRED_CANDIDATES = PAIRED + extra
+    # a paired candidate joins only where its method is among the default methods
+    auto_choice.DEFAULT_METHODS = DEFAULT_METHODS + tuple(
+        dict.fromkeys(c.method for c in extra if c.method not in DEFAULT_METHODS)
+    )
     values, truth, ids = matrix_of(cell.matrix, data)
     rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
