@@ -27,7 +27,7 @@ all, budgets 25/50/100), read from ``bench/peers.json``.
 
 ``--paired balanced+similar`` adds a candidate to the choice's paired candidates
 (``auto.choice.PAIRED_CANDIDATES``, where a new one would join; a method not among the
-default methods joins those, since paired candidates compete only with their method there)
+default methods joins those, and with a default estimator that alone makes the candidate)
 in every worker, and ``--stem``
 names the report, so a candidate can be tried before the code adopts it:
 
@@ -98,10 +98,13 @@ def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...]]) -> dict[str, An
     """The choice's candidate rows on one cell and every candidate's held-out error, with
     ``extra`` candidates among the paired ones."""
     data, cell, extra = task
-    auto_choice.PAIRED_CANDIDATES = PAIRED + extra
-    # a paired candidate joins only where its method is among the default methods
+    # a paired candidate joins only where its method is among the default methods; one whose
+    # estimator is a default one is then already a method x estimator candidate
     auto_choice.DEFAULT_METHODS = DEFAULT_METHODS + tuple(
         dict.fromkeys(c.method for c in extra if c.method not in DEFAULT_METHODS)
+    )
+    auto_choice.PAIRED_CANDIDATES = PAIRED + tuple(
+        c for c in extra if c.estimator not in auto_choice.DEFAULT_ESTIMATORS
     )
     values, truth, ids = matrix_of(cell.matrix, data)
     rows = cell_rows(truth, cell, V1_ALL)
