@@ -30,6 +30,7 @@ SECTIONS = [
     ("choice_rules.md", "tools/bench_choice_rules.py"),
     ("similar.md", "tools/bench_similar.py"),
     ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
+    ("choice_rules_lasso.md", "tools/bench_choice_rules.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),
