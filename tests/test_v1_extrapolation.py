@@ -103,14 +103,21 @@ def test_default_bench_cases_average_over_seeds():
     (case,) = tool.cases(rows)
     assert case["mae"] == 2.0 and case["coverage"] == pytest.approx(0.9) and case["seeds"] == 2
     assert case["recipes"] == ["anchor_points+guarded", "balanced+guarded"]
-    info = {"command": "x", "minutes": 1.0, "load_average": [1.0, 1.0]}
+    info = {"command": "x", "minutes": 1.0, "load_average": [1.0, 1.0], "what": "W", "how": "H"}
     assert "| arc | weak | 50 | 2 | 2.00 ✗ | -2.00 | 0.90 | 10.0 |" in tool.markdown([case], info)
 
 
 @pytest.mark.slow
 def test_default_bench_builds_and_scores_one_split(shared_data):
     tool = tools_module("bench_v1_default")
-    row = tool.measure((shared_data, "hellaswag", "extrapolation", 25, 0))
+    row = tool.measure((shared_data, "hellaswag", "extrapolation", 25, 0, None))
     assert row["n_targets"] > 500 and row["n_sources"] > 2000
     assert 0 < row["mae"] < 20 and 0.0 <= row["coverage"] <= 1.0 and row["width"] > 0
     assert row["recipe"].endswith(("+guarded", "+anchor_sum"))
+
+
+def test_default_bench_builds_a_fixed_recipe(shared_data):
+    """``--recipe``: no choice, the named method and estimator (kridge fits in seconds)."""
+    tool = tools_module("bench_v1_default")
+    row = tool.measure((shared_data, "hellaswag", "weak", 25, 0, "random+kridge"))
+    assert row["recipe"] == "random+kridge" and 0 < row["mae"] < 30
