@@ -19,6 +19,8 @@ SECTIONS = [
     ("peers_noise.md", "tools/peers_noise.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),
+    ("v1_balanced_kridge.md", "tools/bench_v1_default.py"),
+    ("v1_balanced_guarded.md", "tools/bench_v1_default.py"),
     ("v1_extrapolation.md", "tools/v1_extrapolation.py"),
     ("peers_widen.md", "tools/peers_compare.py"),
     ("peers_inside_methods.md", "tools/peers_compare.py"),
