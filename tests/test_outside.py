@@ -239,6 +239,56 @@ def test_guarded_changes_nothing_inside_the_sources():
         np.testing.assert_allclose(a[inside], b[inside])
 
 
+def _scaled_truth(matrix: ResponseMatrix) -> np.ndarray:
+    """A benchmark score that is not the matrix mean (the matrix a part of the benchmark)."""
+    return 0.2 + 0.6 * whole_truth(matrix)
+
+
+def _fit_on_scaled_truth(name: str, source: ResponseMatrix, subset: Subset):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_estimator(name).fit(source, subset, _scaled_truth(source))
+
+
+def test_guarded_reads_above_the_sources_with_the_inner_estimate_when_the_target_is_not_the_mean():
+    """A target other than the matrix mean: every reading extrapolates the sources' map to it,
+    so above the sources the estimate is the inner one, inside the guarded interval (which
+    spans both the inner interval and the reading's)."""
+    source, target = world(seed=4, shift=2.0)
+    subset = make_selector("random").select(source, 40, seed=0)
+    items = target.select_items(subset.item_ids)
+    guarded = _fit_on_scaled_truth("guarded", source, subset)
+    assert guarded.guard_above_ is False
+    value, lower, upper = guarded.estimate_matrix(items)
+    inner, inner_lower, inner_upper = guarded.inner_.estimate_matrix(items)
+    np.testing.assert_allclose(value, inner)
+    assert np.all(lower <= inner_lower + 1e-12) and np.all(upper >= inner_upper - 1e-12)
+    assert np.mean(upper - lower) > np.mean(inner_upper - inner_lower)  # the reading's span
+    assert fitted("guarded", source, subset).guard_above_ is True  # the matrix mean: both sides
+
+
+def test_guarded_still_guards_below_the_sources_when_the_target_is_not_the_mean():
+    source, target = world(seed=11, shift=-2.5, guessing=0.25)
+    truth = _scaled_truth(target)
+    subset = make_selector("random").select(source, 40, seed=0)
+    items = target.select_items(subset.item_ids)
+    guarded = _fit_on_scaled_truth("guarded", source, subset)
+    value, lower, upper = guarded.estimate_matrix(items)
+    inner, inner_lower, inner_upper = guarded.inner_.estimate_matrix(items)
+    assert np.mean(np.abs(value - truth)) < 0.6 * np.mean(np.abs(inner - truth))
+    covered = np.mean((lower <= truth) & (truth <= upper))
+    assert covered > np.mean((inner_lower <= truth) & (truth <= inner_upper)) and covered >= 0.85
+
+
+def test_guarded_state_saved_before_the_one_sided_guard_guards_both_sides():
+    source, _target = world(seed=4, shift=2.0)
+    subset = make_selector("random").select(source, 40, seed=0)
+    state = _fit_on_scaled_truth("guarded", source, subset).state_dict()
+    assert state["guard_above"] is False
+    del state["guard_above"]
+    assert estimator_from_state(state).guard_above_ is True
+
+
 def test_guarded_state_round_trip():
     source, target = world(seed=6, shift=1.0)
     subset = select_with_audit(make_selector("random"), source, 40, 10, seed=0)
