@@ -59,10 +59,11 @@ the own-level reading agrees.
 Measured and not adopted (issue 19): a reading chosen for each side on that side's folds,
 with the inner estimate itself a candidate (its interval backed by the best other reading).
 With the shipped v1 greedy recipes it removed the guard's damage above the sources (ARC's
-strongest fifth 6.49 -> 1.37 points, ``bench/shipped_guard.md`` has the damage), but with
-random items on whole benchmarks it lost (IFEval's strongest fifth at 100 items 3.09 ->
-3.98, MMLU's at 50 items 1.92 -> 2.63), and the peer suite moved within its noise (target
-cases 2.48 -> 2.44 mean MAE; IFEval and MuSR 3.14 -> 3.26)."""
+strongest fifth 6.49 -> 1.37 points, as ``bench/shipped_guard.md`` showed before the guard
+became one-sided on such matrices, see the module), but with random items on whole
+benchmarks it lost (IFEval's strongest fifth at 100 items 3.09 -> 3.98, MMLU's at 50 items
+1.92 -> 2.63), and the peer suite moved within its noise (target cases 2.48 -> 2.44 mean
+MAE; IFEval and MuSR 3.14 -> 3.26)."""
 DEFAULT_READING = "checked"
 MIN_CHOICE_TARGETS = 6
 """Fold models needed before the folds choose the reading (fewer: the default)."""
