@@ -45,17 +45,13 @@ from typing import Any
 
 import numpy as np
 from bench_peers import DATA, PEERS, V1, V1_ALL, Cell, cell_rows, load_matrix
-from leaderboard_bench import load_openllm
+from bench_v1_default import split_of
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
-from lmeval_microbench.reliability.splits import top_rows
-from lmeval_microbench.truth import complete_models
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = 50
 GOAL = 1.5
-TARGET_SHARE = 0.2
-"""The held-out fifth of the reliability benchmark's splits."""
 
 
 def sampling_error(values: np.ndarray, n_items: int) -> float:
@@ -119,15 +115,12 @@ def reliability_case(summary: list[dict[str, Any]], matrix: str) -> dict[str, An
 def line_bias(matrix: str, data: Path) -> dict[str, float]:
     """Mean signed error, in points, of ``truth ~ matrix mean`` fitted on the other models,
     on the strongest and on the weakest fifth by true score (the reliability splits)."""
-    responses, truth, _ = load_openllm(data / "openllm_v1", matrix)
-    responses, truth = complete_models(responses, truth)
-    mean = np.nanmean(responses.values, axis=1)
-    count = round(TARGET_SHARE * truth.size)
     out = {}
-    for side, held in (("strongest", top_rows(truth, count)), ("weakest", top_rows(-truth, count))):
-        rest = np.setdiff1d(np.arange(truth.size), held)
-        slope, intercept = np.polyfit(mean[rest], truth[rest], 1)
-        out[side] = 100 * float(np.mean(intercept + slope * mean[held] - truth[held]))
+    for side, protocol in (("strongest", "extrapolation"), ("weakest", "weak")):
+        split = split_of(matrix, protocol, 0, data)
+        rest, held = (np.nanmean(m.values, axis=1) for m in (split.source, split.target))
+        slope, intercept = np.polyfit(rest, split.source_truth, 1)
+        out[side] = 100 * float(np.mean(intercept + slope * held - split.target_truth))
     return out
 
 

@@ -49,6 +49,7 @@ from ._fitting import (
     checked_score,
     fit_line,
     fold_labels,
+    is_matrix_mean,
     usable_models,
 )
 from .finite import FinitePopulation
@@ -211,8 +212,7 @@ class ScoreEstimator(ABC):
             which keeps the subset fixed and is optimistic when the subset was chosen
             for these very models (supervised selection).
         """
-        target = self._begin_fit(source, subset, target)
-        values = source.values[:, source.item_positions(self.item_ids_)]
+        target, values = self._begin_fit(source, subset, target)
         # models lacking subset scores cannot be fitted on: IRT estimators need one, others all
         usable = usable_models(
             values, any_item=self.supports_missing, name=self.name, source=source.source
@@ -240,14 +240,17 @@ class ScoreEstimator(ABC):
         self.cv_mae_: float = float(np.mean(np.abs(cv_prediction - y))) * self._rest_share()
         return self
 
-    def _begin_fit(self, source: ResponseMatrix, subset: Subset, target: Any) -> np.ndarray:
-        """What every ``fit`` does first: check the parameters and the target (returned as a
-        checked array), and keep the subset's item ids and weights."""
+    def _begin_fit(
+        self, source: ResponseMatrix, subset: Subset, target: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """What every ``fit`` does first: check the parameters and the target, and keep the
+        subset's item ids and weights. Returns the checked target and the source models'
+        scores on the subset items."""
         self._validate_params()
         target = self._check_target(source, target)
         self.item_ids_: tuple[ItemId, ...] = tuple(subset.item_ids)
         self.weights_: np.ndarray = np.asarray(subset.weights, dtype=np.float64)
-        return target
+        return target, source.values[:, source.item_positions(self.item_ids_)]
 
     def _head_features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         features, feature_se = self._features(values)
@@ -295,9 +298,7 @@ class ScoreEstimator(ABC):
         Estimators whose head is itself the model (``calibrated``) still fit it.
         """
         n_usable = int(usable.sum())
-        with np.errstate(invalid="ignore"):
-            matrix_mean = np.nanmean(source.values[usable], axis=1)
-        if not np.allclose(target[usable], matrix_mean, rtol=0.0, atol=1e-9):
+        if not is_matrix_mean(source.values[usable], target[usable]):
             raise InputError(
                 f"{self.name}: only {n_usable} source models of {source.source}; a calibration "
                 f"line needs at least {MIN_CALIBRATION_MODELS}. With fewer, the target must be "

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..responses import ResponseMatrix
+from ._fitting import is_matrix_mean
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class FinitePopulation:
         values = source.values[usable]
         if n_subset >= source.n_items or np.isnan(values).any():
             return None
-        if not np.allclose(target[usable], values.mean(axis=1), rtol=0.0, atol=1e-9):
+        if not is_matrix_mean(values, target[usable]):
             return None
         return cls(int(source.n_items), int(n_subset))
 

@@ -63,13 +63,8 @@ class SimilarEstimator(ScoreEstimator):
         """Fit the reading and studentize every source's error read from the others; returns
         ``self``. ``irt`` and ``cross_fit`` are not used: nothing is fitted on the subset
         scores, so re-selecting the items per fold would change nothing to correct."""
-        target = self._begin_fit(source, subset, target)
-        complete = usable_models(
-            source.values[:, source.item_positions(self.item_ids_)],
-            any_item=False,
-            name=self.name,
-            source=source.source,
-        )
+        target, values = self._begin_fit(source, subset, target)
+        complete = usable_models(values, any_item=False, name=self.name, source=source.source)
         # the view's inner estimates are not read by this reading: the truths stand in
         view = SourceView.build(source, subset, target, target[complete])
         reason = SimilarReading.available(view)

@@ -98,12 +98,18 @@ def guarded_interval(
     reading: tuple[np.ndarray, np.ndarray],
     weight: np.ndarray,
     q: float | np.ndarray,
+    value_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(value, lower, upper)`` from the inner estimate and interval, the reading and ``w``."""
+    """``(value, lower, upper)`` from the inner estimate and interval, the reading and ``w``.
+
+    ``value_weight`` (default ``weight``) moves the estimate where it differs from the weight
+    that widens the interval: a guard that moves the estimate on one side only keeps the
+    interval both sides give."""
     value_in, lower_in, upper_in = inner
     value_out, se = reading
     outside = weight > W_MIN
-    moved = np.clip((weight - W_MIN) / (1.0 - W_MIN), 0.0, 1.0)
+    moving = weight if value_weight is None else value_weight
+    moved = np.clip((moving - W_MIN) / (1.0 - W_MIN), 0.0, 1.0)
     value = (1.0 - moved) * value_in + moved * value_out
     lower = np.where(outside, np.minimum(lower_in, value_out - q * se), lower_in)
     upper = np.where(outside, np.maximum(upper_in, value_out + q * se), upper_in)
