@@ -121,3 +121,10 @@ def test_default_bench_builds_a_fixed_recipe(shared_data):
     tool = tools_module("bench_v1_default")
     row = tool.measure((shared_data, "hellaswag", "weak", 25, 0, "random+kridge"))
     assert row["recipe"] == "random+kridge" and 0 < row["mae"] < 30
+
+
+def test_default_bench_refuses_a_recipe_without_its_estimator(capsys):
+    tool = tools_module("bench_v1_default")
+    with pytest.raises(SystemExit):
+        tool.main(["--recipe", "balanced"])
+    assert "--recipe must be METHOD+ESTIMATOR, got 'balanced'" in capsys.readouterr().err

@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipe", help="METHOD+ESTIMATOR instead of the default choice")
     parser.add_argument("--stem", default="v1_default", help="report name in --out")
     args = parser.parse_args(argv)
+    if args.recipe is not None and "+" not in args.recipe:
+        parser.error(f"--recipe must be METHOD+ESTIMATOR, got {args.recipe!r}")
     tasks = [
         (args.data, matrix, protocol, int(budget), seed, args.recipe)
         for matrix in args.matrices.split(",")
