@@ -10,9 +10,10 @@ import pytest
 
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import estimator_from_state, make_estimator
+from lmeval_microbench.estimators.guarded import GuardedEstimator
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.outside import SourceView, beyond_weight, guarded_interval
-from lmeval_microbench.outside.folds import directed_folds, extrapolation_folds
+from lmeval_microbench.outside.folds import UP, ReadingScore, directed_folds, extrapolation_folds
 from lmeval_microbench.outside.guard import GuardBand
 from lmeval_microbench.outside.readings import READINGS, make_reading
 from lmeval_microbench.responses import ResponseMatrix
@@ -137,9 +138,9 @@ def test_beyond_weight_and_interval():
     np.testing.assert_allclose(weight, [0.0, 0.5, 0.99379, 0.99379], atol=1e-4)
     value, lower, upper = guarded_interval(
         (np.array([0.8]), np.array([0.75]), np.array([0.85])),
-        (np.array([0.9]), np.array([0.05])),
+        np.array([0.9]),
+        (np.array([0.8]), np.array([1.0])),
         np.array([0.5]),
-        2.0,
     )
     assert value[0] == pytest.approx(0.8 + 0.1 * (0.5 - 0.05) / 0.95)
     assert (lower[0], upper[0]) == pytest.approx((0.75, 1.0))
@@ -252,8 +253,9 @@ def _fit_on_scaled_truth(name: str, source: ResponseMatrix, subset: Subset):
 
 def test_guarded_reads_above_the_sources_with_the_inner_estimate_when_the_target_is_not_the_mean():
     """A target other than the matrix mean: every reading extrapolates the sources' map to it,
-    so above the sources the estimate is the inner one, inside the guarded interval (which
-    spans both the inner interval and the reading's)."""
+    so above the sources the estimate is the inner one. Here (a linear map, targets two SDs
+    above) the inner regression is biased and erred more than the reading on the upward
+    folds, so the reading's band sizes the interval, and it holds."""
     source, target = world(seed=4, shift=2.0)
     subset = make_selector("random").select(source, 40, seed=0)
     items = target.select_items(subset.item_ids)
@@ -262,9 +264,50 @@ def test_guarded_reads_above_the_sources_with_the_inner_estimate_when_the_target
     value, lower, upper = guarded.estimate_matrix(items)
     inner, inner_lower, inner_upper = guarded.inner_.estimate_matrix(items)
     np.testing.assert_allclose(value, inner)
+    assert guarded.guard_band_.inner_above is None
     assert np.all(lower <= inner_lower + 1e-12) and np.all(upper >= inner_upper - 1e-12)
-    assert np.mean(upper - lower) > np.mean(inner_upper - inner_lower)  # the reading's span
+    truth = _scaled_truth(target)
+    assert np.mean((lower <= truth) & (truth <= upper)) >= 0.85
+    assert np.mean((inner_lower <= truth) & (truth <= inner_upper)) < 0.5
     assert fitted("guarded", source, subset).guard_above_ is True  # the matrix mean: both sides
+
+
+def test_guarded_sizes_the_band_above_by_the_inner_estimator_where_it_erred_less():
+    """The inner estimator's upward fold errors size the band above only where they were
+    smaller than the reading's own there."""
+    score = ReadingScore()
+    score.scaled[UP].append(np.full(20, 2.0))
+    score.reach[UP].append(np.linspace(0.0, 0.05, 20))
+    score.misses[UP].append(np.full(20, 0.04))
+    better = GuardedEstimator._band(score, np.full(20, 0.02))
+    assert better.inner_above is not None and better.inner_reach == pytest.approx(0.05)
+    assert GuardedEstimator._band(score, np.full(20, 0.06)).inner_above is None
+
+
+def test_guard_band_above_is_the_readings_without_inner_fold_errors():
+    """A band saved before the inner estimator's fold errors, or one with too few of them,
+    sizes the band above by the reading, as before."""
+    reading = (np.array([0.9, 0.2]), np.array([0.05, 0.05]))
+    inner, below = np.array([0.8, 0.3]), np.array([False, True])
+    old = GuardBand(np.full(40, 2.0), np.full(40, 3.0))
+    lower, upper = old.edges(0.9, reading, inner, below, np.zeros(2), inner_above=True)
+    np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
+        upper, [1.0, 0.35]
+    )
+    band = GuardBand(np.full(40, 2.0), np.full(40, 3.0), np.full(40, 0.04))
+    lower, upper = band.edges(0.9, reading, inner, below, np.zeros(2), inner_above=True)
+    np.testing.assert_allclose(lower, [0.76, 0.05]) and np.testing.assert_allclose(
+        upper, [0.84, 0.35]
+    )
+    lower, upper = band.edges(
+        0.9, reading, inner, below, np.zeros(2), inner_above=False
+    )  # the matrix mean
+    np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
+        upper, [1.0, 0.35]
+    )
+    again = GuardBand.from_dict(band.to_dict())
+    assert again.inner_half_width(0.9) == pytest.approx(0.04)
+    assert GuardBand(np.zeros(3), None, np.full(3, 0.04)).inner_half_width(0.9) == np.inf
 
 
 def test_guarded_still_guards_below_the_sources_when_the_target_is_not_the_mean():

@@ -25,15 +25,17 @@ mean over the matrix items (a whole benchmark): there a reading of the model's o
 needs no map to the target. Where the target is another score (a matrix of selected items,
 the whole benchmark's score as truth), every reading extrapolates the sources' map as the
 inner regression does, and the regression read the strongest models better: above the
-sources the estimate is then the inner one, and the interval still spans the reading's, since
-nothing in the sources says which of the two the map beyond them follows. Below the sources
-the guard acts as before. Measured on the Open LLM Leaderboard v1 matrices against the whole
-benchmark's score, balanced items, strongest fifth: ``kridge`` 0.77-3.67 points, guarded
-2.56-6.69 (``bench/v1_balanced_kridge.md``, ``bench/v1_balanced_guarded_before_one_sided.md``);
-``kridge``'s own intervals covered 0.84-0.88 on four of six there, so the guarded interval is
-kept; below the sources the guard's downward folds still widened the intervals that
-``kridge``'s upward range guard leaves at 0.14-0.32 coverage. The target counts as the mean
-when :func:`._fitting.is_matrix_mean` says so on the complete source models.
+sources the estimate is then the inner one, and its interval is sized by the inner
+estimator's own errors on the upward folds (:meth:`..outside.GuardBand.edges`). Below the
+sources the guard acts as before. Measured on the Open LLM Leaderboard v1 matrices against
+the whole benchmark's score, balanced items, strongest fifth: ``kridge`` 0.77-3.67 points,
+guarded 2.56-6.69 (``bench/v1_balanced_kridge.md``,
+``bench/v1_balanced_guarded_before_one_sided.md``); ``kridge``'s own intervals covered
+0.84-0.88 on four of six there, and an interval spanning the reading's covered more at two
+to three times the width (``bench/shipped_guard.md`` before the inner band); below the
+sources the guard's downward folds still widened the intervals that ``kridge``'s upward range
+guard leaves at 0.14-0.32 coverage. The target counts as the mean when
+:func:`._fitting.is_matrix_mean` says so on the complete source models.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import numpy as np
 from ..errors import InputError
 from ..irt.params import ItemParams
 from ..outside import READINGS, GuardBand, SourceView, beyond_weight, guarded_interval
-from ..outside.folds import DOWN, UP, score_readings
+from ..outside.folds import DOWN, UP, ReadingScore, score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..subset import Subset
@@ -156,7 +158,7 @@ class GuardedEstimator(ScoreEstimator):
         oof = self._inner_oof(inner, complete)
         view = SourceView.build(source, subset, target, oof)
         complete_source = source.select_models(np.asarray(source.model_ids)[complete])
-        scores = score_readings(
+        scores, inner_errors = score_readings(
             view,
             self._candidates(view),
             self._fold_fitter(complete_source, subset, target[complete], irt),
@@ -165,11 +167,7 @@ class GuardedEstimator(ScoreEstimator):
         self.inner_ = inner
         self.reading_ = make_reading(chosen).fit(view)
         self.reading_name_ = chosen
-        self.guard_band_ = (
-            GuardBand(scores[chosen].residuals(UP), scores[chosen].residuals(DOWN))
-            if chosen in scores
-            else GuardBand(np.zeros(0), np.zeros(0))
-        )
+        self.guard_band_ = self._band(scores.get(chosen), inner_errors[UP])
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
         self.guard_above_ = is_matrix_mean(source.values[complete], target[complete])
@@ -217,6 +215,21 @@ class GuardedEstimator(ScoreEstimator):
 
         return fit_fold
 
+    @staticmethod
+    def _band(score: ReadingScore | None, inner_up: np.ndarray) -> GuardBand:
+        """The chosen reading's fold errors; with the inner estimator's upward ones where the
+        inner estimate erred less than the reading on the upward folds (only then does its
+        own band size the interval above the sources, see the module)."""
+        if score is None:
+            return GuardBand(np.zeros(0), np.zeros(0))
+        inner_better = inner_up.size > 0 and float(np.mean(inner_up)) <= score.miss(UP)
+        return GuardBand(
+            score.residuals(UP),
+            score.residuals(DOWN),
+            inner_up if inner_better else None,
+            score.furthest(UP),
+        )
+
     def _choose(self, scores: Mapping[str, Any]) -> str:
         if self.reading != AUTO:
             return self.reading
@@ -234,11 +247,13 @@ class GuardedEstimator(ScoreEstimator):
         located = self.reading_.locate(values, inner[0])
         weight = beyond_weight(*located, self.top_, self.bottom_)
         below = located[0] < 0.5 * (self.top_ + self.bottom_)
-        # on a matrix whose target is not its mean: the inner estimate above, same interval
+        above_by = np.maximum(located[0] - self.top_, 0.0)
+        # on a matrix whose target is not its mean: the inner estimate above, with its band
         moving = None if self.guard_above_ else beyond_weight(*located, math.inf, self.bottom_)
-        value, lower, upper = guarded_interval(
-            inner, reading, weight, self.guard_band_.quantiles(level, below), moving
+        band = self.guard_band_.edges(
+            level, reading, inner[0], below, above_by, not self.guard_above_
         )
+        value, lower, upper = guarded_interval(inner, reading[0], band, weight, moving)
         return value, lower, upper, np.full(value.shape, np.nan)
 
     def widen_intervals(self, factor: float) -> GuardedEstimator:

@@ -75,6 +75,10 @@ class ReadingScore:
 
     errors: list[np.ndarray] = field(default_factory=list)
     scaled: dict[str, list[np.ndarray]] = field(default_factory=lambda: {UP: [], DOWN: []})
+    misses: dict[str, list[np.ndarray]] = field(default_factory=lambda: {UP: [], DOWN: []})
+    """The reading's own absolute errors ``|reading - truth|``."""
+    reach: dict[str, list[np.ndarray]] = field(default_factory=lambda: {UP: [], DOWN: []})
+    """How far beyond its fold's training models the reading located each fold target."""
     failure: str | None = None
 
     @property
@@ -90,16 +94,32 @@ class ReadingScore:
         found = self.scaled[direction]
         return np.sort(np.concatenate(found)) if found else np.zeros(0)
 
+    def miss(self, direction: str = UP) -> float:
+        """The reading's mean absolute error on the folds of one direction (inf without)."""
+        found = self.misses[direction]
+        return float(np.mean(np.concatenate(found))) if found else float("inf")
+
+    def furthest(self, direction: str = UP) -> float:
+        """The greatest distance a fold target of one direction lay beyond its fold's
+        training models, as the reading located it (0 without folds)."""
+        found = self.reach[direction]
+        return float(np.max(np.concatenate(found))) if found else 0.0
+
 
 def score_readings(
     view: SourceView, names: Sequence[str], inner_fit: InnerFit
-) -> dict[str, ReadingScore]:
-    """Fit each reading on every fold's training models and score the fold's targets."""
+) -> tuple[dict[str, ReadingScore], dict[str, np.ndarray]]:
+    """Fit each reading on every fold's training models and score the fold's targets.
+
+    Also returns, per direction, the inner estimator's sorted absolute errors on the folds'
+    targets (what sizes the interval where the estimate outside stays the inner one)."""
     scores = {name: ReadingScore() for name in names}
+    inner_errors: dict[str, list[np.ndarray]] = {UP: [], DOWN: []}
     for train, test, direction in directed_folds(view.target):
         oof, inner = inner_fit(train, test)
         fold = view.rows(train, oof)
         truth = view.target[test]
+        inner_errors[direction].append(np.abs(np.asarray(inner[0]) - truth))
         top, bottom = float(fold.target.max()), float(fold.target.min())
         for name in names:
             reason = READINGS[name].available(fold)
@@ -110,8 +130,15 @@ def score_readings(
                 warnings.simplefilter("ignore")
                 reading = make_reading(name).fit(fold)
                 value, se = reading.read(view.values[test], inner[0])
-                weight = beyond_weight(*reading.locate(view.values[test], inner[0]), top, bottom)
-            estimate, _, _ = guarded_interval(inner, (value, se), weight, 1.0)
+                located = reading.locate(view.values[test], inner[0])
+            weight = beyond_weight(*located, top, bottom)
+            estimate, _, _ = guarded_interval(inner, value, (value - se, value + se), weight)
             scores[name].errors.append(np.abs(estimate - truth))
+            scores[name].misses[direction].append(np.abs(value - truth))
             scores[name].scaled[direction].append(np.abs(value - truth) / np.maximum(se, MIN_SE))
-    return scores
+            beyond = located[0] - top if direction == UP else bottom - located[0]
+            scores[name].reach[direction].append(np.maximum(beyond, 0.0))
+    return scores, {
+        direction: np.sort(np.concatenate(found)) if found else np.zeros(0)
+        for direction, found in inner_errors.items()
+    }
