@@ -279,21 +279,23 @@ def test_tool_budget_argument():
 
 
 def write_choices(folder: Path) -> Path:
-    """A defaults.json + reliability.json pair of the shape tools/bench_reliability.py writes."""
+    """A defaults.json + shipped_guard.json pair of the shapes tools/bench_reliability.py and
+    tools/bench_shipped_guard.py write."""
     folder.mkdir()
     choice = {"method": "greedy", "estimator": "kridge", "budget": 50, "all_items": False}
-    record = {
-        "dataset": "arc", "method": "greedy", "estimator": "kridge", "budget": 50,
-        "mae": 1.3, "rmse": 1.8, "max_error": 20.0, "bias": 0.04, "kendall_tau": 0.89,
-        "mdad": 2.0, "coverage90": 0.89, "n_targets": 678, "repeats": 5,
+    metrics = {
+        "mae": 1.3, "bias": 0.04, "max_error": 20.0, "kendall_tau": 0.89,
+        "coverage90": 0.89, "width90": 6.0, "seconds": 1.0,
     }  # fmt: skip
-    records = [
-        {**record, "protocol": "random"},
-        {**record, "protocol": "extrapolation", "mae": 1.5},
-        {**record, "protocol": "random", "estimator": "mean", "mae": 3.0},
-    ]
+    per = {
+        "recipe": choice,
+        "random": {"mean": {"kridge": {**metrics, "mae": 1.2}, "guarded": metrics}},
+        "extrapolation": {"mean": {"kridge": metrics, "guarded": {**metrics, "mae": 1.5}}},
+        "weak": {"mean": {"kridge": metrics, "guarded": {**metrics, "coverage90": 0.5}}},
+    }
+    report = {"info": {"repeats": {"random": 3, "fixed": 2}}, "results": {"arc": per}}
     (folder / "defaults.json").write_text(json.dumps({"benchmarks": {"arc": choice}}))
-    (folder / "reliability.json").write_text(json.dumps({"records": records}))
+    (folder / "shipped_guard.json").write_text(json.dumps(report))
     return folder / "defaults.json"
 
 
@@ -301,13 +303,29 @@ def test_tool_takes_each_benchmarks_recipe_and_its_measured_error(tmp_path):
     tool = load_tool()
     recipes = tool.read_recipes(write_choices(tmp_path / "bench"), ["arc"])
     arc = recipes["arc"]
-    assert (arc.method, arc.budget, arc.estimator) == ("greedy", 50, "kridge")
-    assert arc.estimators == ["kridge", tool.FALLBACK_ESTIMATOR]  # one that skips missing items
+    assert (arc.method, arc.budget, arc.estimator, arc.regression) == (
+        "greedy",
+        50,
+        "guarded",
+        "kridge",
+    )
+    # the regression stays beside the default, and one that skips missing items
+    assert arc.estimators == ["guarded", "kridge", tool.FALLBACK_ESTIMATOR]
     assert arc.held_out["random"]["mae"] == 1.3 and arc.held_out["extrapolation"]["mae"] == 1.5
+    assert arc.held_out["weak"]["coverage90"] == 0.5 and arc.held_out["weak"]["repeats"] == 2
     with pytest.raises(InputError, match="no default recipe for benchmark 'mmlu'"):
         tool.read_recipes(tmp_path / "bench" / "defaults.json", ["arc", "mmlu"])
     with pytest.raises(InputError, match="cannot read"):
         tool.read_recipes(tmp_path / "missing.json", ["arc"])
+
+
+def test_tool_reports_no_error_measured_for_another_recipe(tmp_path):
+    tool = load_tool()
+    path = write_choices(tmp_path / "bench")
+    chosen = json.loads(path.read_text())
+    chosen["benchmarks"]["arc"]["budget"] = 25  # the report measured 50 items
+    path.write_text(json.dumps(chosen))
+    assert tool.read_recipes(path, ["arc"])["arc"].held_out == {}
 
 
 def test_tool_overrides_drop_the_measured_error(tmp_path):

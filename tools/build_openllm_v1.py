@@ -11,9 +11,12 @@ For each benchmark of the leaderboard (arc, hellaswag, mmlu, truthfulqa, winogra
    models against their true full-benchmark score (``scores/{bm}_B_scores.csv``
    ``full_score_metabench``; hellaswag: the ``hellaswag`` column of
    ``open-llm-leaderboard.csv``, joined on model name), and write the bundle. Method, budget
-   and default estimator of each benchmark are the ones ``tools/bench_reliability.py`` chose
-   (``bench/defaults.json``), whose measured held-out error goes into the bundle's
-   reliability; ``--method``, ``--budget`` and ``--estimator`` override them;
+   and regression of each benchmark are the ones ``tools/bench_reliability.py`` chose
+   (``bench/defaults.json``); every bundle's default estimator is ``guarded`` (that
+   regression's items read with ``kridge`` inside the sources and an outside reading below
+   them), whose held-out error ``tools/bench_shipped_guard.py`` measured for exactly this
+   recipe (``bench/shipped_guard.json``) goes into the bundle's reliability. The regression
+   stays stored beside it. ``--method``, ``--budget`` and ``--estimator`` override them;
 4. write ``microbench_{bm}.yaml``, the data folder (``bundle.json`` + ``items.jsonl``), the
    hooks shim, the ``microbench_openllm`` group, a README and the data licence notice.
 
@@ -83,6 +86,13 @@ DEFAULT_CHOICES = REPO / "bench" / "defaults.json"
 
 FALLBACK_ESTIMATOR = DEFAULT_ESTIMATOR
 """Stored beside each default: the IRT-based alternative (``microbench_estimator``)."""
+SHIPPED_ESTIMATOR = "guarded"
+"""Every bundle's default: the recipe's regression was biased by 5-11 points on the weakest
+fifth of the leaderboard with intervals holding for 0.16-0.38 of those models, where
+``guarded`` holds for 0.41-0.97 at the same error inside the sources and above them
+(``bench/shipped_guard.md``)."""
+GUARD_REPORT = "shipped_guard.json"
+"""The held-out errors of ``guarded`` per recipe, beside ``defaults.json``."""
 
 SEED = 0
 
@@ -364,26 +374,30 @@ class Recipe:
     method: str
     budget: int
     estimator: str
+    """The bundle's default estimator."""
+    regression: str
+    """The regression ``tools/bench_reliability.py`` chose, stored beside the default."""
     held_out: dict[str, Any]
-    """tools/bench_reliability.py's records of exactly this recipe; empty when overridden."""
+    """tools/bench_shipped_guard.py's errors of exactly this recipe; empty when overridden."""
 
     @property
     def estimators(self) -> list[str]:
-        return list(dict.fromkeys([self.estimator, FALLBACK_ESTIMATOR]))
+        return list(dict.fromkeys([self.estimator, self.regression, FALLBACK_ESTIMATOR]))
 
 
-HELD_OUT_FIELDS = ("mae", "rmse", "max_error", "bias", "kendall_tau", "mdad", "coverage90")
+HELD_OUT_FIELDS = ("mae", "max_error", "bias", "kendall_tau", "coverage90", "width90")
 
 
 def read_recipes(path: Path, names: list[str]) -> dict[str, Recipe]:
     """The chosen recipe of each benchmark, with its held-out errors from the benchmark report.
 
-    ``path`` is ``bench/defaults.json``; the measured records are read from the
-    ``reliability.json`` beside it.
+    ``path`` is ``bench/defaults.json``; the errors of the recipe read with
+    :data:`SHIPPED_ESTIMATOR` are read from the :data:`GUARD_REPORT` beside it.
     """
     try:
         chosen = json.loads(path.read_text())["benchmarks"]
-        records = json.loads((path.parent / "reliability.json").read_text())["records"]
+        report = json.loads((path.parent / GUARD_REPORT).read_text())
+        measured, repeats = report["results"], report["info"]["repeats"]
     except (OSError, ValueError, KeyError) as error:
         raise InputError(f"{path}: cannot read the benchmark's chosen defaults: {error}") from None
     recipes = {}
@@ -391,16 +405,30 @@ def read_recipes(path: Path, names: list[str]) -> dict[str, Recipe]:
         if name not in chosen:
             raise InputError(f"{path}: no default recipe for benchmark {name!r}")
         pick = chosen[name]
-        method, budget = ("all", "all") if pick["all_items"] else (pick["method"], pick["budget"])
-        held_out = {
-            record["protocol"]: {key: record[key] for key in HELD_OUT_FIELDS}
-            | {"n_targets": record["n_targets"], "repeats": record["repeats"]}
-            for record in records
-            if (record["dataset"], record["method"], record["budget"], record["estimator"])
-            == (name, method, budget, pick["estimator"])
-        }
-        recipes[name] = Recipe(pick["method"], int(pick["budget"]), pick["estimator"], held_out)
+        recipes[name] = Recipe(
+            pick["method"],
+            int(pick["budget"]),
+            SHIPPED_ESTIMATOR,
+            pick["estimator"],
+            held_out_errors(measured.get(name), pick, repeats),
+        )
     return recipes
+
+
+def held_out_errors(
+    measured: Mapping[str, Any] | None, pick: Mapping[str, Any], repeats: Mapping[str, int]
+) -> dict[str, Any]:
+    """Per protocol, the errors of the shipped estimator on ``pick``'s recipe (empty when the
+    report measured another recipe or none)."""
+    keys = ("method", "budget", "estimator")
+    if measured is None or any(measured["recipe"].get(k) != pick[k] for k in keys):
+        return {}
+    return {
+        protocol: {key: per["mean"][SHIPPED_ESTIMATOR][key] for key in HELD_OUT_FIELDS}
+        | {"repeats": repeats["random" if protocol == "random" else "fixed"]}
+        for protocol, per in measured.items()
+        if protocol != "recipe"
+    }
 
 
 def override_recipes(recipes: dict[str, Recipe], args: argparse.Namespace) -> dict[str, Recipe]:
@@ -457,14 +485,15 @@ def make_bundle(
             "estimator": recipe.estimator,
             "by_protocol": recipe.held_out,
             "units": "score points (percent of the full benchmark); coverage of the 90% interval",
-            "source": "bench/reliability.json (tools/bench_reliability.py): 'random' = 80/20 "
-            "random model splits, 'extrapolation' = the best 20% of models as targets",
+            "source": "bench/shipped_guard.json (tools/bench_shipped_guard.py): 'random' = "
+            "80/20 random model splits, 'extrapolation' = the best 20% of models as targets, "
+            "'weak' = the weakest 20%",
         }
     description = (
         f"{recipe.budget} of the {bm.n_items} items of {bm.summary}, as the Open LLM "
         "Leaderboard v1 ran them; selected from metabench's informative items of the benchmark "
         f"({source.n_items}) on {source.n_models} leaderboard models with {recipe.method!r}, "
-        f"estimated with {recipe.estimator!r}."
+        f"estimated with {recipe.estimator!r} ({recipe.regression!r} stored beside it)."
     )
     return replace(bundle, description=description, reliability=reliability)
 
@@ -556,14 +585,16 @@ and reports, next to the subset score, the estimated score on the whole benchmar
     lm-eval run --model hf --model_args pretrained=MODEL --include_path "$TASKS" \\
         --tasks microbench_openllm --log_samples --output_path out/
 
-| task | items | benchmark | selection | estimator | held-out MAE: random / top 20 % | bundle |
-|---|---|---|---|---|---|---|
+{header}
 {rows}
 
-The held-out errors are those `tools/bench_reliability.py` measured for exactly this recipe
-(`bench/reliability.md`): models split 80/20 at random, and the best 20 % of models estimated
-from the others (extrapolation; expect the larger error for a model better than all source
-models).
+The held-out errors are those `tools/bench_shipped_guard.py` measured for exactly this recipe
+(`bench/shipped_guard.md`): models split 80/20 at random, the best 20 % of models estimated
+from the others (extrapolation: expect the larger error for a model better than all source
+models), and the weakest 20 % (near-random models; expect the largest). The default estimator
+`guarded` reads the items with `kridge` inside the leaderboard's range and widens the interval
+beyond it; the regression `tools/bench_reliability.py` chose is stored beside it
+(`--metadata '{{"microbench_estimator": "kridge"}}'`).
 
 * Every document holds the full prompt, few-shot examples included, exactly as the
   leaderboard rendered it (checked against the leaderboard's prompts when built), so the
@@ -601,10 +632,17 @@ MIT-licensed; this notice covers the data files of this folder only.
 """
 
 
-def held_out_summary(bundle: Bundle) -> str:
+TABLE_HEADER = (
+    "| task | items | benchmark | selection | estimator "
+    "| held-out MAE (random / top 20 % / bottom 20 %) | 90 % coverage | bundle |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def held_out_summary(bundle: Bundle, key: str = "mae") -> str:
     by_protocol = bundle.reliability.get("held_out", {}).get("by_protocol", {})
-    maes = [by_protocol.get(protocol, {}).get("mae") for protocol in ("random", "extrapolation")]
-    return " / ".join("not measured" if mae is None else f"{mae:.2f}" for mae in maes)
+    found = [by_protocol.get(p, {}).get(key) for p in ("random", "extrapolation", "weak")]
+    return " / ".join("not measured" if v is None else f"{v:.2f}" for v in found)
 
 
 def write_readme(
@@ -612,13 +650,20 @@ def write_readme(
 ) -> None:
     rows = "\n".join(
         f"| `{bm.spec.task}` | {bundle.budget} | {bm.summary} | {bundle.method} | "
-        f"{bundle.default_estimator} | {held_out_summary(bundle)} | `{bundle.name}` |"
+        f"{bundle.default_estimator} | {held_out_summary(bundle)} | "
+        f"{held_out_summary(bundle, 'coverage90')} | `{bundle.name}` |"
         for bm, bundle in built
     )
     joint_mae = ", ".join(
         f"{output} {100 * joint.cv_mae_[output]:.2f}" for output in joint.outputs_
     )
-    text = README.format(level=level, rows=rows, n_joint=joint.n_source_, joint_mae=joint_mae)
+    text = README.format(
+        level=level,
+        rows=rows,
+        n_joint=joint.n_source_,
+        joint_mae=joint_mae,
+        header=TABLE_HEADER,
+    )
     write_text_if_changed(out / "README.md", text)
     write_text_if_changed(out / "NOTICE.md", NOTICE)
 
