@@ -52,9 +52,10 @@ def build_bundle(
     chosen recipe widens that estimator's band (:func:`choice_widen`). ``default_estimator``
     None takes ``guarded`` when it is fitted (the estimate that stays right for models outside
     the sources), else the fitted estimator with the lowest cross-validated MAE
-    (:func:`lowest_cv_error`); a name is kept. With a supervised selection (``greedy``) on
-    fewer than :data:`.crossfit.CROSS_FIT_MAX_MODELS` source models every estimator's interval
-    is calibrated on out-of-fold estimates whose folds re-selected the items
+    (:func:`lowest_cv_error`); a name is kept. With a selection that looks at the sources'
+    answers (all but ``random`` and ``stratified``) on fewer than
+    :data:`.crossfit.CROSS_FIT_MAX_MODELS` source models every estimator's interval is
+    calibrated on out-of-fold estimates whose folds re-selected the items
     (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
     sample of the items the method left out (:func:`.selection.select_with_audit`).
     """

@@ -282,3 +282,41 @@ def test_default_estimator_is_the_lowest_cross_validated_error_unless_named(matr
         source, target, estimators=["mean", "kridge"], default_estimator="mean", **common
     )
     assert named.default_estimator == "mean"
+
+
+def test_selections_that_read_the_sources_answers_are_cross_fitted_on_few_sources(matrix):
+    """Balanced strata, anchor points and tinyBenchmarks look at the sources' answers: on
+    fewer than 1,000 sources their intervals come from folds that re-select the items; a
+    uniform or stratified draw keeps the fixed-subset band, and so does a large population."""
+    from lmeval_microbench.crossfit import needs_cross_fit
+    from lmeval_microbench.selection import make_selector
+
+    for name in ("balanced", "anchor_points", "tinybenchmarks", "greedy"):
+        assert needs_cross_fit(make_selector(name), matrix), name
+    for name in ("random", "stratified"):
+        assert not needs_cross_fit(make_selector(name), matrix), name
+    many = ResponseMatrix(
+        np.tile(matrix.values, (1000 // matrix.n_models + 1, 1)),
+        [f"m{k}" for k in range((1000 // matrix.n_models + 1) * matrix.n_models)],
+        matrix.item_ids,
+    )
+    assert not needs_cross_fit(make_selector("balanced"), many)
+
+
+def test_a_re_selecting_cross_fit_sizes_guardeds_interval_not_its_estimate(matrix):
+    """The guard's readings are fitted beside the inner estimator's fixed-subset estimates;
+    a cross-fit whose folds re-selected the items widens the interval only."""
+    from lmeval_microbench.crossfit import selection_cross_fit
+    from lmeval_microbench.estimators import make_estimator
+    from lmeval_microbench.selection import make_selector
+
+    target = matrix.mean_scores()
+    subset = make_selector("balanced").select(matrix, 15, seed=0)
+    cross = selection_cross_fit(matrix, target, "balanced", 15, ["guarded"], seed=0)["guarded"]
+    plain = make_estimator("guarded").fit(matrix, subset, target)
+    crossed = make_estimator("guarded").fit(matrix, subset, target, cross_fit=cross)
+    rows = matrix.select_items(subset.item_ids)
+    value, lower, upper = plain.estimate_matrix(rows)
+    value_x, lower_x, upper_x = crossed.estimate_matrix(rows)
+    np.testing.assert_allclose(value_x, value)
+    assert np.mean(upper_x - lower_x) != pytest.approx(np.mean(upper - lower))

@@ -224,6 +224,8 @@ class ScoreEstimator(ABC):
         features, _ = self._head_features(values[usable])
         y = self._rest_target(values[usable], target[usable])
         cv_prediction = self._cross_fit(features, y)
+        self.fixed_oof_: np.ndarray = self._full(values[usable], cv_prediction)
+        """Out-of-fold estimates on the fixed subset (equal to ``oof_`` without ``cross_fit``)."""
         if cross_fit is not None:
             given = checked_cross_fit(
                 cross_fit, usable, self._full(values[usable], cv_prediction), self.name

@@ -179,8 +179,12 @@ class GuardedEstimator(ScoreEstimator):
 
     @staticmethod
     def _inner_oof(inner: ScoreEstimator, complete: np.ndarray) -> np.ndarray:
-        """The inner estimator's out-of-fold estimates of the complete source models."""
-        oof = np.asarray(inner.oof_, dtype=np.float64)
+        """The inner estimator's out-of-fold estimates of the complete source models, on the
+        fixed subset: the readings are fitted beside what the inner estimator gives a new
+        model, which reads the same items (a ``cross_fit`` that re-selected them sizes only
+        the inner interval; read by the readings it moved MuSR's strongest fifth at 25 items
+        from 2.5 to 3.1-3.2 points)."""
+        oof = np.asarray(getattr(inner, "fixed_oof_", inner.oof_), dtype=np.float64)
         if oof.size != int(complete.sum()):
             raise InputError(
                 f"guarded: inner estimator {inner.name!r} estimated {oof.size} source models, "

@@ -23,6 +23,10 @@ class Selector(ABC):
     name: str = "base"
     uses_target: bool = False
     """Whether the selection depends on ``target`` (the full score of the source models)."""
+    uses_responses: bool = True
+    """Whether the selection depends on the source models' answers (all but a uniform or
+    stratified draw): then a build on few sources calibrates its intervals on folds that
+    re-select the items (:func:`lmeval_microbench.crossfit.needs_cross_fit`)."""
 
     def select(
         self,

@@ -17,6 +17,7 @@ class RandomSelector(Selector):
     """``budget`` items drawn without replacement, equal weights: the baseline to beat."""
 
     name = "random"
+    uses_responses = False
 
     def _select(self, source: ResponseMatrix, budget: int, seed: SeedLike) -> Subset:
         rng = as_generator(seed)
@@ -54,6 +55,7 @@ class StratifiedSelector(Selector):
     """
 
     name = "stratified"
+    uses_responses = False
 
     def _select(self, source: ResponseMatrix, budget: int, seed: SeedLike) -> Subset:
         rng = as_generator(seed)
