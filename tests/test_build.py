@@ -320,3 +320,25 @@ def test_a_re_selecting_cross_fit_sizes_guardeds_interval_not_its_estimate(matri
     value_x, lower_x, upper_x = crossed.estimate_matrix(rows)
     np.testing.assert_allclose(value_x, value)
     assert np.mean(upper_x - lower_x) != pytest.approx(np.mean(upper - lower))
+
+
+def test_guarded_fits_its_readings_beside_re_selected_estimates_only_for_supervised_items(matrix):
+    """Greedy items were chosen for the sources' scores: their fixed-subset estimates of the
+    sources are optimistic, so the readings are fitted beside the re-selected ones; for any
+    other selection beside the fixed-subset ones."""
+    from lmeval_microbench.estimators import make_estimator
+    from lmeval_microbench.estimators.guarded import GuardedEstimator, _supervised
+    from lmeval_microbench.selection import make_selector
+
+    target = matrix.mean_scores()
+    assert _supervised(make_selector("greedy").select(matrix, 10, seed=0, target=target))
+    subset = make_selector("balanced").select(matrix, 10, seed=0)
+    assert not _supervised(subset)
+    shifted = np.clip(target + 0.3, 0, 1)  # stands for re-selected estimates
+    inner = make_estimator("kridge").fit(matrix, subset, target, cross_fit=shifted)
+    everyone = np.ones(matrix.n_models, bool)
+    crossed = GuardedEstimator._inner_oof(inner, everyone)
+    fixed = GuardedEstimator._inner_oof(inner, everyone, fixed=True)
+    np.testing.assert_allclose(fixed, inner.fixed_oof_)
+    assert np.mean(np.abs(crossed - shifted)) < 0.05
+    assert np.mean(np.abs(fixed - target)) < 0.5 * np.mean(np.abs(shifted - target))
