@@ -11,8 +11,9 @@ never saw it; :meth:`ScoreEstimator.fit` then calibrates the interval on those.
 Selections that look at the sources' answers without their scores (balanced strata of source
 difficulty, anchor-point clusters, tinyBenchmarks' IRT) are optimistic the same way, less so:
 with 25-100 source models the default build's intervals held for fewer than 0.85 of new
-models in 10 of 48 random-split cells of the peer suite (``bench/peers.md``). Only a uniform or
-stratified draw (:attr:`.selection.Selector.uses_responses` false) keeps the fixed-subset band.
+models in 12 of 48 random-split cells of the peer suite with the fixed-subset band, and in 5
+with these folds (``bench/peers_crossfit.md``). Only a uniform or stratified draw
+(:attr:`.selection.Selector.uses_responses` false) keeps the fixed-subset band.
 
 The IRT parameters passed to IRT estimators are the ones fitted on all source models (one
 fit instead of one per fold): they describe items, never the full scores.

@@ -307,6 +307,9 @@ def test_guard_band_above_is_the_readings_without_inner_fold_errors():
     )
     again = GuardBand.from_dict(band.to_dict())
     assert again.inner_half_width(0.9) == pytest.approx(0.04)
+    for reach in (-1.0, "far", float("nan")):
+        with pytest.raises(InputError, match="inner_reach"):
+            GuardBand.from_dict({**band.to_dict(), "inner_reach": reach})
     assert GuardBand(np.zeros(3), None, np.full(3, 0.04)).inner_half_width(0.9) == np.inf
 
 
