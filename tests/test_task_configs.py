@@ -354,3 +354,18 @@ def test_shipped_joint_estimator_fits_the_shipped_subsets():
     for output in (*BENCHMARKS, "average"):
         assert best[output].lower <= best[output].value <= best[output].upper
         assert best[output].value > worst[output].value + 0.3, output
+
+
+def test_shipped_bundles_read_with_guarded_and_keep_their_regression_beside():
+    """Each shipped v1 bundle defaults to ``guarded``, stores the regression
+    ``bench/defaults.json`` chose for it, and records guarded's held-out errors for models
+    like the leaderboard's, stronger and weaker than all of them."""
+    chosen = json.loads((REPO / "bench" / "defaults.json").read_text())["benchmarks"]
+    for bm in BENCHMARKS:
+        bundle = load_bundle(SUITE / bm)
+        names = [spec.name for spec in bundle.estimators]
+        assert bundle.default_estimator == "guarded" and chosen[bm]["estimator"] in names, bm
+        held_out = bundle.reliability["held_out"]
+        assert held_out["estimator"] == "guarded"
+        assert set(held_out["by_protocol"]) == {"random", "extrapolation", "weak"}, bm
+        assert all(0 < m["coverage90"] <= 1 for m in held_out["by_protocol"].values()), bm
