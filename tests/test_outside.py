@@ -290,17 +290,17 @@ def test_guard_band_above_is_the_readings_without_inner_fold_errors():
     reading = (np.array([0.9, 0.2]), np.array([0.05, 0.05]))
     inner, below = np.array([0.8, 0.3]), np.array([False, True])
     old = GuardBand(np.full(40, 2.0), np.full(40, 3.0))
-    lower, upper = old.edges(0.9, reading, inner, below, np.zeros(2), inner_above=True)
+    lower, upper = old.edges(0.9, reading, inner, below, np.zeros(2), one_sided=True)
     np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
         upper, [1.0, 0.35]
     )
     band = GuardBand(np.full(40, 2.0), np.full(40, 3.0), np.full(40, 0.04))
-    lower, upper = band.edges(0.9, reading, inner, below, np.zeros(2), inner_above=True)
+    lower, upper = band.edges(0.9, reading, inner, below, np.zeros(2), one_sided=True)
     np.testing.assert_allclose(lower, [0.76, 0.05]) and np.testing.assert_allclose(
         upper, [0.84, 0.35]
     )
     lower, upper = band.edges(
-        0.9, reading, inner, below, np.zeros(2), inner_above=False
+        0.9, reading, inner, below, np.zeros(2), one_sided=False
     )  # the matrix mean
     np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
         upper, [1.0, 0.35]

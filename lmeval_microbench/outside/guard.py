@@ -101,20 +101,20 @@ class GuardBand:
         inner_value: np.ndarray,
         below: np.ndarray,
         above_by: np.ndarray,
-        inner_above: bool,
+        one_sided: bool,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(lower, upper)`` of the band outside the sources, per model.
 
         ``below``: the model lies towards the weakest sources; ``above_by``: how far the
         reading locates it above the strongest (0 if not). The band is the reading ``+- q se``;
-        above the sources with ``inner_above`` (the estimate there is the inner one), the
+        above the sources with ``one_sided`` (the estimate there is the inner one), the
         inner estimate ``+-`` its upward fold quantile, where there are enough fold errors,
         growing in proportion to the distance beyond the folds' reach (:data:`MIN_REACH` at
         least): the inner estimator's error is a bias that grows with the distance."""
         value, se = reading
         half = self.quantiles(level, below) * se
         lower, upper = value - half, value + half
-        inner_half = self.inner_half_width(level) if inner_above else math.inf
+        inner_half = self.inner_half_width(level) if one_sided else math.inf
         if math.isfinite(inner_half):
             inner_half = inner_half * np.maximum(1.0, above_by / max(self.inner_reach, MIN_REACH))
             lower = np.where(below, lower, inner_value - inner_half)
