@@ -13,9 +13,9 @@ from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .crossfit import needs_cross_fit, selection_cross_fit
 from .errors import InputError
-from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, make_estimator
+from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, GuardedEstimator, make_estimator
 from .irt import fit_source_irt
-from .personfit import build_spec
+from .personfit import build_spec, lowest_score
 from .responses import ResponseMatrix
 from .selection import make_selector, select_with_audit
 
@@ -46,7 +46,8 @@ def build_bundle(
     ``target`` is the true full score of each source model (fractions). The reliability
     summary records each estimator's cross-validated MAE on the source models.
     ``chance`` (a level for every item, per item id, or None: the weakest source models' item
-    rates) sets the bundle's person-fit check (:func:`.personfit.build_spec`).
+    rates) sets the bundle's person-fit check (:func:`.personfit.build_spec`) and the floor of
+    ``guarded``'s interval below the sources (:func:`.personfit.lowest_score`).
     ``choice`` (the record of ``--method auto``, :meth:`.auto.RecipeChoice.as_record`) is kept
     in the reliability summary under ``"auto"``, and the interval factor it measured for its
     chosen recipe widens that estimator's band (:func:`choice_widen`). ``default_estimator``
@@ -72,11 +73,20 @@ def build_bundle(
         if needs_cross_fit(selector, source)
         else {}
     )
+    person_fit = build_spec(
+        irt,
+        source.values[:, source.item_positions(subset.item_ids)],
+        subset.item_ids,
+        target,
+        chance,
+    )
     fitted = []
     for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
         estimator = make_estimator(estimator_name).fit(
             source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
         )
+        if isinstance(estimator, GuardedEstimator):
+            estimator.with_floor(lowest_score(person_fit))
         if estimator_name not in cross_fits:
             estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
         fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
@@ -100,13 +110,7 @@ def build_bundle(
         dataset=dataset,
         reliability=reliability,
         license=license,
-        person_fit=build_spec(
-            irt,
-            source.values[:, source.item_positions(subset.item_ids)],
-            subset.item_ids,
-            target,
-            chance,
-        ),
+        person_fit=person_fit,
     )
 
 

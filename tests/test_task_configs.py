@@ -25,6 +25,7 @@ from lmeval_microbench.harness import OPENLLM_V1_GROUP, OPENLLM_V1_TASKS, includ
 from lmeval_microbench.harness.docs import ITEMS_JSONL, check_docs_match_bundle, read_docs
 from lmeval_microbench.harness.export import HOOKS_MODULE, hooks_module
 from lmeval_microbench.harness.hooks import ESTIMATE_METRICS, PROCESSORS
+from lmeval_microbench.personfit import BELOW_CHANCE, lowest_score
 from lmeval_microbench.runs import JOINT_FILE, load_joint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -359,12 +360,18 @@ def test_shipped_joint_estimator_fits_the_shipped_subsets():
 def test_shipped_bundles_read_with_guarded_and_keep_their_regression_beside():
     """Each shipped v1 bundle defaults to ``guarded``, stores the regression
     ``bench/defaults.json`` chose for it, and records guarded's held-out errors for models
-    like the leaderboard's, stronger and weaker than all of them."""
+    like the leaderboard's, stronger and weaker than all of them. Below the leaderboard its
+    interval reaches the bundle's lowest score (chance less 5 points; GSM8K: 0)."""
     chosen = json.loads((REPO / "bench" / "defaults.json").read_text())["benchmarks"]
     for bm in BENCHMARKS:
         bundle = load_bundle(SUITE / bm)
         names = [spec.name for spec in bundle.estimators]
         assert bundle.default_estimator == "guarded" and chosen[bm]["estimator"] in names, bm
+        guarded = next(spec.state for spec in bundle.estimators if spec.name == "guarded")
+        assert guarded["floor"] == pytest.approx(lowest_score(bundle.person_fit)), bm
+        assert guarded["floor"] <= bundle.person_fit.chance_score - BELOW_CHANCE + 1e-12 or (
+            bundle.person_fit.stand_in and guarded["floor"] == 0.0
+        ), bm
         held_out = bundle.reliability["held_out"]
         assert held_out["estimator"] == "guarded"
         assert set(held_out["by_protocol"]) == {"random", "extrapolation", "weak"}, bm

@@ -8,8 +8,9 @@ they are biased towards the sources, and their intervals miss (``bench/adaptive.
 sources and moves to an outside reading as far as the model's own answers place it beyond
 them (``estimators/guarded.py``). This script measures both on the same splits and the same
 selected items, for each benchmark's shipped method and budget, ``guarded`` as the shipped
-bundles fit it (its default inner estimator, ``kridge``; HellaSwag's and GSM8K's recipes
-chose ``ridge``, within 0.06 points of ``kridge`` there, ``bench/reliability.md``):
+bundles fit it (its default inner estimator, ``kridge``, and the shipped bundle's floor below
+the sources; HellaSwag's and GSM8K's recipes chose ``ridge``, within 0.06 points of ``kridge``
+there, ``bench/reliability.md``):
 
 * ``random``: random 80/20 splits of the models (models like the sources);
 * ``extrapolation``: the strongest fifth held out, estimated from the rest;
@@ -37,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_reliability import load_openllm
 
 from lmeval_microbench._io import write_text_if_changed
-from lmeval_microbench.estimators import make_estimator
+from lmeval_microbench.bundle import load_bundle
+from lmeval_microbench.estimators import GuardedEstimator, make_estimator
+from lmeval_microbench.personfit import lowest_score
 from lmeval_microbench.reliability import (
     complete_models,
     extrapolation_splits,
@@ -52,6 +55,7 @@ from lmeval_microbench.selection import make_selector
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOLS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
 GUARDED = "guarded"
+SHIPPED = REPO / "lmeval_microbench" / "task_configs" / "openllm_v1"
 
 
 def score(estimate: np.ndarray, truth: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> dict:
@@ -67,7 +71,12 @@ def score(estimate: np.ndarray, truth: np.ndarray, lower: np.ndarray, upper: np.
     }
 
 
-def run_split(split: Any, recipe: dict[str, Any]) -> dict[str, dict]:
+def shipped_floor(bm: str) -> float:
+    """The floor the shipped bundle gives ``guarded``'s interval below the sources."""
+    return lowest_score(load_bundle(SHIPPED / bm).person_fit)
+
+
+def run_split(split: Any, recipe: dict[str, Any], floor: float) -> dict[str, dict]:
     """Select the recipe's items on the sources once; score both estimators on the targets."""
     if recipe["all_items"]:
         subset = all_items_subset(split.source)
@@ -81,6 +90,8 @@ def run_split(split: Any, recipe: dict[str, Any]) -> dict[str, dict]:
     ):
         start = time.perf_counter()
         estimator.fit(split.source, subset, split.source_truth)
+        if isinstance(estimator, GuardedEstimator):
+            estimator.with_floor(floor)
         value, lower, upper = estimator.estimate_matrix(target, level=0.9)
         out[name] = score(value, split.target_truth, lower, upper)
         out[name]["seconds"] = time.perf_counter() - start
@@ -128,6 +139,21 @@ def markdown(results: dict[str, Any], info: dict[str, Any]) -> str:
                 for m in (own, guard)
             ]
             lines.append(f"| {bm} | {label} | {protocol} | {cells[0]} | {cells[1]} |")
+    lines += [
+        "",
+        "Below the sources `guarded`'s lower edge reaches the bundle's floor (the chance-level "
+        "score less 5 points where the chance levels are known, else 0; "
+        "`personfit.lowest_score`). The lowest full score of any leaderboard model here, "
+        "beside each bundle's chance-level score and floor:",
+        "",
+        "| benchmark | lowest score | chance-level score | floor |",
+        "|---|---:|---:|---:|",
+    ]
+    for bm, per in results.items():
+        lines.append(
+            f"| {bm} | {100 * per['lowest_score']:.1f} | {100 * per['chance_score']:.1f} "
+            f"| {100 * per['floor']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -153,11 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         matrix, truth, _ = load_openllm(args.shared / "openllm_v1", bm)
         matrix, truth = complete_models(matrix, truth)
         recipe = defaults[bm]
-        per: dict[str, Any] = {"recipe": recipe}
+        per: dict[str, Any] = {
+            "recipe": recipe,
+            "floor": shipped_floor(bm),
+            "lowest_score": float(truth.min()),
+            "chance_score": load_bundle(SHIPPED / bm).person_fit.chance_score,
+        }
         for protocol, make in PROTOCOLS.items():
             repeats = args.repeats if protocol == "random" else args.fixed_repeats
             rows = [
-                run_split(split, recipe)
+                run_split(split, recipe, per["floor"])
                 for split in make(matrix, truth, repeats=repeats, seed=args.seed)
             ]
             per[protocol] = {"splits": rows, "mean": mean_rows(rows)}

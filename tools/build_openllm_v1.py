@@ -427,7 +427,7 @@ def held_out_errors(
         protocol: {key: per["mean"][SHIPPED_ESTIMATOR][key] for key in HELD_OUT_FIELDS}
         | {"repeats": repeats["random" if protocol == "random" else "fixed"]}
         for protocol, per in measured.items()
-        if protocol != "recipe"
+        if isinstance(per, Mapping) and "mean" in per
     }
 
 

@@ -201,7 +201,9 @@ def _add_bundle_options(parser: argparse.ArgumentParser) -> None:
         help="probability of a right answer by guessing, for the person-fit check, e.g. 0.25 "
         "for four choices (default: each item's rate among the weakest 5%% of source models; "
         "the check then widens the interval of a model that answers like them but moves no "
-        "estimate, since their score is a floor of the sources, not a guesser's)",
+        "estimate, since their score is a floor of the sources, not a guesser's). Where the "
+        "benchmark's score is not the mean of the matrix items, the interval of a model below "
+        "every source reaches down to the chance score less 5 points (0 without --chance)",
     )
 
 

@@ -35,7 +35,11 @@ guarded 2.56-6.69 (``bench/v1_balanced_kridge.md``,
 0.84-0.88 on four of six there, and an interval spanning the reading's covered more at two
 to three times the width (``bench/shipped_guard.md`` before the inner band); below the
 sources the guard's downward folds still widened the intervals that ``kridge``'s upward range
-guard leaves at 0.14-0.32 coverage. The target counts as the mean when
+guard leaves at 0.14-0.32 coverage, and the lower edge there reaches down to a floor, the
+lowest score a model can have (:meth:`GuardedEstimator.with_floor`; 0 unless the build knows
+the chance level): below the sources those items say little, and the shipped v1 recipes'
+intervals still covered 0.41-0.74 of the weakest fifth on four benchmarks without it
+(``bench/shipped_guard_before_floor.md``). The target counts as the mean when
 :func:`._fitting.is_matrix_mean` says so on the complete source models.
 """
 
@@ -49,7 +53,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..irt.params import ItemParams
-from ..outside import READINGS, GuardBand, SourceView, beyond_weight, guarded_interval
+from ..outside import (
+    READINGS,
+    GuardBand,
+    SourceView,
+    beyond_weight,
+    floored,
+    guarded_interval,
+)
 from ..outside.folds import DOWN, UP, ReadingScore, score_readings
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
@@ -179,10 +190,21 @@ class GuardedEstimator(ScoreEstimator):
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
         self.guard_above_ = is_matrix_mean(source.values[complete], target[complete])
+        self.floor_: float | None = 0.0
         self.band_ = inner.band_
         self.head_: dict[str, Any] = {}
         self.n_source_ = inner.n_source_
         self.cv_mae_ = inner.cv_mae_
+        return self
+
+    def with_floor(self, floor: float) -> GuardedEstimator:
+        """The lowest score a model below the sources can have (a guesser's, where the chance
+        level is known; 0 by default); where the target is not the matrix mean, the lower
+        edge of a model the reading places below the sources reaches it. Returns ``self``."""
+        self._check_fitted()
+        if not (isinstance(floor, (int, float)) and 0.0 <= floor < 1.0):
+            raise InputError(f"guarded: floor must be a number in [0, 1), got {floor!r}")
+        self.floor_ = float(floor)
         return self
 
     @staticmethod
@@ -271,6 +293,8 @@ class GuardedEstimator(ScoreEstimator):
             level, reading, inner[0], below, above_by, not self.guard_above_
         )
         value, lower, upper = guarded_interval(inner, reading[0], band, weight, moving)
+        if moving is not None and self.floor_ is not None:
+            lower = floored(lower, moving, self.floor_)
         return value, lower, upper, np.full(value.shape, np.nan)
 
     def widen_intervals(self, factor: float) -> GuardedEstimator:
@@ -298,6 +322,8 @@ class GuardedEstimator(ScoreEstimator):
             "range": [self.bottom_, self.top_],
             "guard_above": self.guard_above_,
         }
+        if not self.guard_above_ and self.floor_ is not None:
+            state["floor"] = self.floor_
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
         return state
@@ -319,6 +345,11 @@ class GuardedEstimator(ScoreEstimator):
             estimator.bottom_, estimator.top_ = (float(v) for v in state["range"])
             # states saved before the one-sided guard guarded both sides
             estimator.guard_above_ = bool(state.get("guard_above", True))
+            # states saved before the floor have none: their lower edges stay
+            floor = state.get("floor")
+            estimator.floor_ = None if floor is None else float(floor)
+            if estimator.floor_ is not None and not 0.0 <= estimator.floor_ < 1.0:
+                raise InputError(f"guarded: floor must be in [0, 1), got {floor!r}")
             estimator.band_ = estimator.inner_.band_
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         except KeyError as exc:

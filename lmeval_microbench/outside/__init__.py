@@ -20,7 +20,7 @@ This package holds the pieces of the ``guarded`` estimator
 
 from __future__ import annotations
 
-from .guard import GuardBand, beyond_weight, guarded_interval
+from .guard import GuardBand, beyond_weight, floored, guarded_interval
 from .readings import READINGS, Reading, SourceView, make_reading
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Reading",
     "SourceView",
     "beyond_weight",
+    "floored",
     "guarded_interval",
     "make_reading",
 ]

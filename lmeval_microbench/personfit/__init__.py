@@ -25,6 +25,7 @@ not scored; every statistic uses the scored items of each row only.
 """
 
 from .bundles import (
+    BELOW_CHANCE,
     BUILD_LZ_QUANTILE,
     FLOOR_SHARE,
     MIN_CALIBRATION_ROWS,
@@ -34,6 +35,7 @@ from .bundles import (
     fit_record,
     fit_warning,
     fitted_estimate,
+    lowest_score,
 )
 from .rule import PersonFit, person_fit, widen_for_fit
 from .statistics import (
@@ -50,6 +52,7 @@ from .statistics import (
 )
 
 __all__ = [
+    "BELOW_CHANCE",
     "BUILD_LZ_QUANTILE",
     "CHANCE_FLOOR",
     "DEFAULT_ALPHA",
@@ -68,6 +71,7 @@ __all__ = [
     "fit_warning",
     "fitted_estimate",
     "guessing_test",
+    "lowest_score",
     "lz",
     "person_fit",
     "population_floor",

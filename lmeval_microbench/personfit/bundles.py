@@ -31,6 +31,11 @@ it flags about 4 % of held-out ordinary leaderboard models)."""
 FLOOR_SHARE = 0.05
 """Share of weakest source models whose item rates stand in for chance without choices."""
 MIN_CALIBRATION_ROWS = 20
+BELOW_CHANCE = 0.05
+"""How far under the chance-level score the lowest plausible score lies: near-random models
+are not uniform guessers, and the weakest Open LLM Leaderboard v1 models scored up to 4
+points under chance (ARC 21.0, MMLU 22.9, Winogrande 47.9 against 25, 25 and 50;
+``bench/shipped_guard.md``)."""
 
 
 def build_spec(
@@ -68,6 +73,17 @@ def build_spec(
         )
     chance_from = "weakest_sources" if chance is None else "given"
     return PersonFitSpec(threshold, alpha, per_item, score, chance_rule, lz_rule, chance_from)
+
+
+def lowest_score(spec: PersonFitSpec) -> float:
+    """The lowest full score a model weaker than every source can plausibly have: the
+    chance-level score less :data:`BELOW_CHANCE` where the chance levels were given, else 0
+    (the weakest sources' stand-in is no floor for a model below them). ``guarded``'s
+    interval reaches down to it for such a model
+    (:meth:`..estimators.GuardedEstimator.with_floor`)."""
+    if spec.stand_in:
+        return 0.0
+    return max(0.0, spec.chance_score - BELOW_CHANCE)
 
 
 def _build_chance(
