@@ -90,6 +90,13 @@ MIN_CHOICE_TARGETS = 6
 """Fold models needed before the folds choose the reading (fewer: the default)."""
 
 
+def _checked_floor(floor: Any) -> float:
+    """``floor`` as a float in [0, 1), or a refusal naming it."""
+    if not (isinstance(floor, (int, float)) and 0.0 <= floor < 1.0):
+        raise InputError(f"guarded: floor must be a number in [0, 1), got {floor!r}")
+    return float(floor)
+
+
 def _supervised(subset: Subset) -> bool:
     """Whether the subset's method chose its items for the sources' scores."""
     selector = SELECTORS.get(subset.method)
@@ -202,9 +209,7 @@ class GuardedEstimator(ScoreEstimator):
         level is known; 0 by default); where the target is not the matrix mean, the lower
         edge of a model the reading places below the sources reaches it. Returns ``self``."""
         self._check_fitted()
-        if not (isinstance(floor, (int, float)) and 0.0 <= floor < 1.0):
-            raise InputError(f"guarded: floor must be a number in [0, 1), got {floor!r}")
-        self.floor_ = float(floor)
+        self.floor_ = _checked_floor(floor)
         return self
 
     @staticmethod
@@ -347,9 +352,7 @@ class GuardedEstimator(ScoreEstimator):
             estimator.guard_above_ = bool(state.get("guard_above", True))
             # states saved before the floor have none: their lower edges stay
             floor = state.get("floor")
-            estimator.floor_ = None if floor is None else float(floor)
-            if estimator.floor_ is not None and not 0.0 <= estimator.floor_ < 1.0:
-                raise InputError(f"guarded: floor must be in [0, 1), got {floor!r}")
+            estimator.floor_ = None if floor is None else _checked_floor(floor)
             estimator.band_ = estimator.inner_.band_
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         except KeyError as exc:
