@@ -16,6 +16,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --suite openllm_v2
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --benchmarks mmlu --out /tmp/p
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --ability-edges   # no refitting
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --source-rates    # no refitting
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from build_openllm_v1 import (
 )
 
 from lmeval_microbench.adaptive import build_pool, pool_task_spec
-from lmeval_microbench.adaptive.pool import pool_person_fit, pool_state, with_ability_edges
+from lmeval_microbench.adaptive.pool import (
+    pool_person_fit,
+    pool_state,
+    with_ability_edges,
+    with_source_rates,
+)
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
 from lmeval_microbench.benchmarks import SUITES
@@ -78,12 +84,24 @@ def add_ability_edges(folder: Path, source: ResponseMatrix) -> None:
     print(f"{folder.name:<11} ability edges: {edges}", flush=True)
 
 
+def add_source_rates(folder: Path, source: ResponseMatrix, truth) -> None:
+    """Add the IRT-free reading's inputs to a shipped pool, refitting nothing
+    (:func:`~lmeval_microbench.adaptive.pool.with_source_rates`)."""
+    bundle = with_source_rates(load_bundle(folder), source, truth)
+    save_bundle(bundle, folder, overwrite=True)
+    low, high = pool_state(bundle).state.score_map.truth_range
+    print(f"{folder.name:<11} source rates; true scores {low:.3f}-{high:.3f}", flush=True)
+
+
 def refresh(folder: Path, what: str, source: ResponseMatrix, truth, chance) -> None:
-    """One of the refreshes that refit nothing: ``person_fit`` or ``ability_edges``."""
+    """One of the refreshes that refit nothing: ``person_fit``, ``ability_edges`` or
+    ``source_rates``."""
     if what == "person_fit":
         add_person_fit(folder, source, truth, chance)
-    else:
+    elif what == "ability_edges":
         add_ability_edges(folder, source)
+    else:
+        add_source_rates(folder, source, truth)
 
 
 def cv_by_items(pool: Bundle) -> str:
@@ -186,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_const",
         const="ability_edges",
         help="only add the side bands' ability edges to the pools of --out (no refitting)",
+    )
+    parser.add_argument(
+        "--source-rates",
+        dest="only",
+        action="store_const",
+        const="source_rates",
+        help="only add the IRT-free reading's source rates to the pools of --out (no refitting)",
     )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite

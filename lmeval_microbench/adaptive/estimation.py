@@ -128,6 +128,25 @@ def impute(
     return np.where(asked, observed, expected)
 
 
+def impute_from_rates(
+    rates: np.ndarray, asked: np.ndarray, scores: np.ndarray, pseudo: float = PSEUDO_ANSWERS
+) -> np.ndarray:
+    """Answers where asked, the source models' success rates elsewhere, shifted (as in
+    ``shifted``) to the run's own hit rate on the items it was asked.
+
+    No IRT enters: an item is as hard for the run as it was for the sources, up to one common
+    logit shift. Why it is kept beside the posterior: beyond the sources the 2PL fitted on
+    them reads a model wrong in a consistent direction (with every pool item answered, its
+    expected score sat 6-8 points under the true mean of the strongest fifth of IFEval and
+    MuSR, and the posterior of a 50-item run 5-9 points under it), and this reading erred the
+    other way (10-13 points over); the two bracket such a model (see
+    :meth:`.scoring.ScoreMap.predict_run`).
+    """
+    asked = np.asarray(asked, dtype=bool)
+    expected = np.broadcast_to(np.asarray(rates, dtype=np.float64), asked.shape)
+    return impute(expected, asked, scores, "shifted", pseudo)
+
+
 def _shifted(
     expected: np.ndarray, asked: np.ndarray, observed: np.ndarray, pseudo: float
 ) -> np.ndarray:

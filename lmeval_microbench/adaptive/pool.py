@@ -30,7 +30,7 @@ from ..responses import ResponseMatrix
 from ..subset import Subset
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
-from .scoring import ABOVE, BELOW, SIDE_EDGES, ScoreMap, checkpoints_for
+from .scoring import ABOVE, BELOW, RATES_KEYS, SIDE_EDGES, ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector
 
 ADAPTIVE = "adaptive"
@@ -78,6 +78,7 @@ class AdaptiveState:
             "imputation": self.score_map.imputation,
             "pseudo": self.score_map.pseudo,
             **self.score_map.sides_to_dict(),
+            **self.score_map.rates_to_dict(),
             "calibration": dict(self.calibration),
         }
 
@@ -101,6 +102,7 @@ class AdaptiveState:
                     str(obj.get("imputation", "posterior")),
                     {side: obj[side] for side in SIDE_EDGES if side in obj},
                     float(obj.get("pseudo", PSEUDO_ANSWERS)),
+                    {k: obj[k] for k in RATES_KEYS} if "source_rates" in obj else None,
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -309,6 +311,34 @@ def build_pool(
     return bundle
 
 
+def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
+    """The pool ``bundle`` with the IRT-free reading's inputs (the sources' success rate on
+    every pool item and their range of true scores) from ``source`` and ``truth``, the matrix
+    and scores it was built from, refitting nothing: for pools saved before the reading. Their
+    bands were fitted on spans without it, and the reading only ever widens a span (where it
+    lies beyond the sources), so such a pool's intervals can only grow."""
+    if source.fingerprint() != bundle.provenance.source_sha256:
+        raise InputError(f"pool {bundle.name!r} was built from another source matrix")
+    pool = pool_state(bundle)
+    truth = np.asarray(truth, dtype=np.float64)
+    values = _complete(source)[:, source.item_positions(pool.state.score_map.item_ids)]
+    score_map = replace(
+        pool.state.score_map,
+        rates=values.mean(axis=0),
+        truth_range=(float(truth.min()), float(truth.max())),
+    )
+    return _with_state(bundle, replace(pool.state, score_map=score_map))
+
+
+def _with_state(bundle: Bundle, state: AdaptiveState) -> Bundle:
+    """``bundle`` with its adaptive state replaced by ``state``."""
+    estimators = tuple(
+        EstimatorSpec(ADAPTIVE, state.to_dict()) if spec.name == ADAPTIVE else spec
+        for spec in bundle.estimators
+    )
+    return replace(bundle, estimators=estimators)
+
+
 def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:
     """The pool ``bundle`` with its side bands' ability edges (:func:`ability_edges`) from
     ``source``, the matrix it was built from, refitting nothing: for pools saved before the
@@ -320,12 +350,7 @@ def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:
     edges = ability_edges(pool.params, values, pool.state.prior_mean, pool.state.prior_sd)
     score_map = pool.state.score_map
     sides = tuple(replace(side, ability_edge=edges[side.side]) for side in score_map.sides)
-    state = replace(pool.state, score_map=replace(score_map, sides=sides))
-    estimators = tuple(
-        EstimatorSpec(ADAPTIVE, state.to_dict()) if spec.name == ADAPTIVE else spec
-        for spec in bundle.estimators
-    )
-    return replace(bundle, estimators=estimators)
+    return _with_state(bundle, replace(pool.state, score_map=replace(score_map, sides=sides)))
 
 
 def pool_person_fit(

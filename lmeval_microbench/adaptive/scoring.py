@@ -30,7 +30,13 @@ other, so the coverage of models drawn like the sources is kept, and for symmetr
 width there is what the plain residual band gives. It is the rule of ``kridge``'s own range
 guard (:mod:`lmeval_microbench.estimators.ridge`): beyond the data, the disagreement of
 estimates is the honest measure of what is not known. Spans are taken at the 90 % level, so an
-80 % interval of such a run is conservative.
+80 % interval of such a run is conservative. One more reading joins the span where it places
+the run beyond every source model's true score: the run read without IRT (the sources' success
+rate on each item, shifted to the run's hit rate; :func:`.estimation.impute_from_rates`).
+Beyond the sources the 2PL fitted on them and this reading err in opposite directions on whole
+benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9 points under the truth, the
+reading 10-13 over), so the span reaches a model further out than the directed folds below
+can show.
 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
@@ -43,7 +49,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,13 +64,15 @@ from ..irt.params import ItemParams
 from ..outside.guard import W_MIN
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute
+from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates
 
 LEVELS = (0.8, 0.9, 0.95)
 """Interval levels a pool stores quantiles for."""
 BELOW, ABOVE = "below", "above"
 SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
 """Each side of the sources, and the key of its edge in the pool state (see SideBands)."""
+RATES_KEYS = ("source_rates", "source_range")
+"""Pool state keys of the IRT-free reading (:meth:`ScoreMap.rates_to_dict`)."""
 
 BASE_CHECKPOINTS = (
     1,
@@ -265,16 +273,25 @@ class ScoreMap:
     the map fitted on the others), a floor on the width on their side of the sources."""
     pseudo: float = PSEUDO_ANSWERS
     """Strength of the shifted imputation (pseudo answers; :mod:`.calibrate` chooses it)."""
+    rates: np.ndarray | None = field(default=None, compare=False)
+    """The source models' success rate on each pool item, in pool order: the IRT-free reading
+    of a run beyond the sources (:meth:`predict_run`). None in pools saved before it."""
+    truth_range: tuple[float, float] | None = None
+    """The weakest and the strongest source model's true score (fractions)."""
 
     @classmethod
     def fit(
         cls, name: str, source: ResponseMatrix, truth: np.ndarray, irt: ItemParams | None = None
     ) -> ScoreMap:
         """Fit estimator ``name`` on complete source answers with every item as the subset."""
+        truth = np.asarray(truth, dtype=np.float64)
         subset = Subset(
             tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), "pool"
         )
-        return cls(make_estimator(name).fit(source, subset, np.asarray(truth, float), irt=irt))
+        estimator = make_estimator(name).fit(source, subset, truth, irt=irt)
+        order = source.select_items(list(estimator.item_ids_))
+        rates = np.nanmean(order.values, axis=0)
+        return cls(estimator, rates=rates, truth_range=(float(truth.min()), float(truth.max())))
 
     @property
     def item_ids(self) -> tuple[ItemId, ...]:
@@ -295,9 +312,28 @@ class ScoreMap:
         readings = [value, self.predict(impute(expected, asked, scores, "posterior"))]
         if self.pseudo != PSEUDO_ANSWERS:  # the run's own hit rate, trusted as before the choice
             readings.append(self.predict(impute(expected, asked, scores, "shifted")))
+        readings.append(self._rates_reading(value, asked, scores))
         low = np.minimum(np.min(readings, axis=0), lower)
         high = np.maximum(np.max(readings, axis=0), upper)
         return value, low, high
+
+    def _rates_reading(
+        self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray
+    ) -> np.ndarray:
+        """The run read without IRT (:func:`.estimation.impute_from_rates`) where that reading
+        lies beyond the sources' true scores, else ``value`` (nothing added to the span).
+
+        Beyond the sources the 2PL and this reading err in opposite directions (module of
+        :mod:`.estimation`), so the span of the two reaches the truth where the directed folds,
+        a fifth of the sources beyond the rest, cannot show how far out a model lies. Inside
+        the sources' range it is left out: it errs more than the posterior there (IFEval's
+        random split at 25 items: 5.6 against 3.5 points, pool mean).
+        """
+        if self.rates is None or self.truth_range is None:
+            return value
+        reading = self.predict(impute_from_rates(self.rates, asked, scores))
+        bottom, top = self.truth_range
+        return np.where((reading > top) | (reading < bottom), reading, value)
 
     def predict_answers(
         self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
@@ -397,6 +433,15 @@ class ScoreMap:
     def bands_to_list(self) -> list[dict[str, Any]]:
         return [band.to_dict() for band in self.bands]
 
+    def rates_to_dict(self) -> dict[str, Any]:
+        """The IRT-free reading's inputs for the pool state, keyed by item (empty: none)."""
+        if self.rates is None or self.truth_range is None:
+            return {}
+        return {
+            "source_rates": dict(zip(map(str, self.item_ids), _rounded(self.rates), strict=True)),
+            "source_range": list(self.truth_range),
+        }
+
     def sides_to_dict(self) -> dict[str, Any]:
         """The directed fold bands for the pool state, keyed by side (empty: none)."""
         return {bands.side: bands.to_dict() for bands in self.sides}
@@ -409,16 +454,33 @@ class ScoreMap:
         imputation: str = "posterior",
         sides: Mapping[str, Mapping[str, Any]] | None = None,
         pseudo: float = PSEUDO_ANSWERS,
+        rates: Mapping[str, Any] | None = None,
     ) -> ScoreMap:
+        """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s (absent: none)."""
         if imputation not in IMPUTATIONS:
             raise InputError(f"unknown imputation {imputation!r}; expected one of {IMPUTATIONS}")
-        return cls(
+        found = cls(
             estimator,
             tuple(Band.from_dict(b) for b in bands),
             imputation,
             tuple(SideBands.from_dict(side, obj) for side, obj in (sides or {}).items()),
             float(pseudo),
         )
+        return found.with_rates(rates) if rates else found
+
+    def with_rates(self, saved: Mapping[str, Any]) -> ScoreMap:
+        """The map with saved source rates (by item id) and truth range, checked."""
+        by_item = saved["source_rates"]
+        missing = [str(i) for i in self.item_ids if str(i) not in by_item]
+        if missing or len(by_item) != len(self.item_ids):
+            raise InputError(
+                f"source_rates do not match the pool's items (missing e.g. {missing[:1]})"
+            )
+        rates = np.array([float(by_item[str(i)]) for i in self.item_ids])
+        bottom, top = (float(v) for v in saved["source_range"])
+        if not (np.all((rates >= 0) & (rates <= 1)) and 0 <= bottom <= top <= 1):
+            raise InputError("source_rates and source_range must lie in [0, 1], bottom <= top")
+        return replace(self, rates=rates, truth_range=(bottom, top))
 
 
 def _fit_bands(
