@@ -101,8 +101,16 @@ def checkpoint_states(
 def run_predictions(
     run: FoldRun, params: ItemParams, marks: Sequence[int], pseudo: float
 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """A fold's estimates and spans at each mark, with imputation strength ``pseudo``."""
-    score_map = replace(run.score_map, pseudo=pseudo)
+    """A fold's estimates and spans at each mark, with imputation strength ``pseudo``.
+
+    The spans leave out the IRT-free reading (:meth:`.scoring.ScoreMap.predict_run`): bands
+    are fitted on them, and the reading only ever adds to a run's span, so a pool's intervals
+    hold at least what they held without it. Fitted on spans that held it, the bands of the
+    weakest fifth's folds narrowed where the reading did not reach the models further below
+    (Winogrande's weakest fifth of the leaderboard: coverage 0.48 -> 0.37 at 25 items,
+    ``bench/adaptive_rates_in_bands.md``).
+    """
+    score_map = replace(run.score_map, pseudo=pseudo, rates=None)
     predictions, spans = {}, {}
     for n, expected, asked, scores in checkpoint_states(params, run.answers, run.order, marks):
         value, low, high = score_map.predict_run(expected, asked, scores)
