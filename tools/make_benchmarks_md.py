@@ -69,6 +69,8 @@ SECTIONS = [
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
     ("adaptive_before_ability_edge.md", "tools/bench_adaptive.py"),
     ("adaptive_edge_at_weakest.md", "tools/bench_adaptive.py"),
+    ("adaptive_before_rates.md", "tools/bench_adaptive.py"),
+    ("adaptive_rates_in_bands.md", "tools/bench_adaptive.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
     ("inloop.md", "tools/bench_inloop.py"),
