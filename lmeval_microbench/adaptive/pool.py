@@ -320,13 +320,8 @@ def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray)
     if source.fingerprint() != bundle.provenance.source_sha256:
         raise InputError(f"pool {bundle.name!r} was built from another source matrix")
     pool = pool_state(bundle)
-    truth = np.asarray(truth, dtype=np.float64)
-    values = _complete(source)[:, source.item_positions(pool.state.score_map.item_ids)]
-    score_map = replace(
-        pool.state.score_map,
-        rates=values.mean(axis=0),
-        truth_range=(float(truth.min()), float(truth.max())),
-    )
+    _complete(source)
+    score_map = pool.state.score_map.with_sources(source, truth)
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 
 

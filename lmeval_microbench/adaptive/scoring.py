@@ -289,9 +289,14 @@ class ScoreMap:
             tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), "pool"
         )
         estimator = make_estimator(name).fit(source, subset, truth, irt=irt)
-        order = source.select_items(list(estimator.item_ids_))
-        rates = np.nanmean(order.values, axis=0)
-        return cls(estimator, rates=rates, truth_range=(float(truth.min()), float(truth.max())))
+        return cls(estimator).with_sources(source, truth)
+
+    def with_sources(self, source: ResponseMatrix, truth: np.ndarray) -> ScoreMap:
+        """The map with the IRT-free reading's inputs from the ``source`` models it was fitted
+        on and their ``truth``: each pool item's success rate and the range of true scores."""
+        truth = np.asarray(truth, dtype=np.float64)
+        rates = np.nanmean(source.select_items(list(self.item_ids)).values, axis=0)
+        return replace(self, rates=rates, truth_range=(float(truth.min()), float(truth.max())))
 
     @property
     def item_ids(self) -> tuple[ItemId, ...]:
