@@ -41,10 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_reliability import load_openllm
 
 from lmeval_microbench.adaptive.pool import fit_adaptive_state
+from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.adaptive.selection import MaxInfoSelector, RandomesqueSelector
 from lmeval_microbench.adaptive.simulate import exposure, replay
 from lmeval_microbench.bundle.io import load_bundle
 from lmeval_microbench.estimators import make_estimator
+from lmeval_microbench.personfit import lowest_score
 from lmeval_microbench.reliability import (
     complete_models,
     extrapolation_splits,
@@ -119,14 +121,24 @@ def static_recipe(split: Any, recipe: dict[str, Any], rows: np.ndarray) -> dict[
     return out
 
 
-def run_protocol(split: Any, args: argparse.Namespace, recipe: dict[str, Any]) -> dict[str, Any]:
+def pool_floor(bm: str) -> float:
+    """The floor of runs below the sources a pool of ``bm`` gets (``build_pool``: from its
+    chance levels, which are the benchmark's, so the shipped pool's person-fit block gives it;
+    a pool built without them, GSM8K's and IFEval's, has 0)."""
+    suite = "openllm_v2" if bm in V2 else "openllm_v1"
+    return lowest_score(load_bundle(SHIPPED_POOLS / suite / bm).person_fit)
+
+
+def run_protocol(
+    split: Any, args: argparse.Namespace, recipe: dict[str, Any], floor: float
+) -> dict[str, Any]:
     start = time.perf_counter()
     params, state = fit_adaptive_state(split.source, split.source_truth, seed=args.seed)
     fit_seconds = time.perf_counter() - start
     rng = np.random.default_rng(args.seed)
     rows = rng.permutation(split.target.n_models)[: args.max_targets]
     values, truth = split.target.values[rows], split.target_truth[rows]
-    smap = state.score_map
+    smap = state.score_map.with_floor(floor)
     out: dict[str, Any] = {"n_source": split.source.n_models, "n_targets": len(rows)}
     out["pool_fit_seconds"] = round(fit_seconds, 1)
     result = replay(
@@ -147,6 +159,18 @@ def run_protocol(split: Any, args: argparse.Namespace, recipe: dict[str, Any]) -
         )
         for n in BUDGETS
     }
+    unfloored = replace(smap, floor=None)
+    out["maxinfo_without_floor"] = {
+        str(n): metrics(
+            result.predictions[n],
+            truth,
+            *unfloored.interval(
+                result.predictions[n], n, span=result.spans[n], ability=result.ability_at(n)
+            ),
+        )
+        for n in BUDGETS
+    }
+    out["floor"] = floor
     unshifted = replay(
         params,
         values,
@@ -284,6 +308,7 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
         ]
         checks.append(f"cov90 {min(covs):.2f}-{max(covs):.2f}")
         lines.append(f"- {bm}: " + "; ".join(checks))
+    lines += floor_lines(results)
     lines += [
         "",
         "## Items per step (K) on the random split, max-information, 50 items",
@@ -314,6 +339,37 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
                 )
     lines += ["", "## Published claims", "", FLUID_CLAIM, ""]
     return "\n".join(lines)
+
+
+def floor_lines(results: dict[str, Any]) -> list[str]:
+    """The floor's effect where a replay measured it: coverage and width with and without."""
+    rows = [
+        f"| {bm} | {protocol} | {100 * per[protocol]['floor']:.1f} | {n} | "
+        f"{without['coverage90']:.2f} -> {m['coverage90']:.2f} | "
+        f"{without['width90']:.1f} -> {m['width90']:.1f} |"
+        for bm, per in results.items()
+        for protocol in PROTOCOLS
+        if "maxinfo_without_floor" in per.get(protocol, {})
+        for n in BUDGETS
+        for m, without in [
+            (per[protocol]["maxinfo"][str(n)], per[protocol]["maxinfo_without_floor"][str(n)])
+        ]
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## The floor below the sources",
+        "",
+        "Max-information runs the ability posterior places below the sources have their lower "
+        "edge reach the floor (the chance-level score less 5 points; 0 for a pool built "
+        "without chance levels; `adaptive.scoring.ScoreMap.with_floor`). Same runs, interval "
+        "without the floor -> with it (rows replayed since the floor; the others predate it).",
+        "",
+        "| benchmark | protocol | floor (points) | items | cov90 | width |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def _fmt(value: float) -> str:
@@ -360,7 +416,8 @@ def merge(args: argparse.Namespace) -> int:
             k: v for k, v in saved["config"].items() if k not in ("command", "finished")
         }:
             raise SystemExit(f"{path}: run with other settings than {args.out / 'adaptive.json'}")
-        saved["results"].update(other["results"])
+        for bm, per in other["results"].items():  # its protocols replace those of --out
+            saved["results"].setdefault(bm, {}).update(per)
         extra = " (+ " + other["config"]["command"].split("py ", 1)[1] + ")"
         if extra not in saved["config"]["command"]:
             saved["config"]["command"] += extra
@@ -383,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="adaptive.json of runs done elsewhere (e.g. benchmarks run in parallel): their "
-        "benchmarks are added to --out's, then the reports are rewritten; nothing is run",
+        "benchmarks' protocols replace --out's, then the reports are rewritten; nothing is run",
     )
     args = parser.parse_args(argv)
     if args.merge:
@@ -405,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 "weak": weakest_splits,
             }[protocol]
             split = next(make(matrix, truth, repeats=1, seed=args.seed))
-            per[protocol] = run_protocol(split, args, d)
+            per[protocol] = run_protocol(split, args, d, pool_floor(bm))
             print(
                 bm,
                 protocol,

@@ -17,6 +17,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --benchmarks mmlu --out /tmp/p
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --ability-edges   # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --source-rates    # no refitting
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --floor           # no refitting
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from lmeval_microbench.adaptive.pool import (
     pool_person_fit,
     pool_state,
     with_ability_edges,
+    with_floor,
     with_source_rates,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -93,13 +95,24 @@ def add_source_rates(folder: Path, source: ResponseMatrix, truth) -> None:
     print(f"{folder.name:<11} source rates; true scores {low:.3f}-{high:.3f}", flush=True)
 
 
+def add_floor(folder: Path) -> None:
+    """Add the floor of runs below the sources to a shipped pool, from its person-fit block,
+    refitting nothing (:func:`~lmeval_microbench.adaptive.pool.with_floor`)."""
+    bundle = with_floor(load_bundle(folder))
+    save_bundle(bundle, folder, overwrite=True)
+    floor = pool_state(bundle).state.score_map.floor
+    print(f"{folder.name:<11} floor below the sources {floor:.3f}", flush=True)
+
+
 def refresh(folder: Path, what: str, source: ResponseMatrix, truth, chance) -> None:
-    """One of the refreshes that refit nothing: ``person_fit``, ``ability_edges`` or
-    ``source_rates``."""
+    """One of the refreshes that refit nothing: ``person_fit``, ``ability_edges``,
+    ``source_rates`` or ``floor``."""
     if what == "person_fit":
         add_person_fit(folder, source, truth, chance)
     elif what == "ability_edges":
         add_ability_edges(folder, source)
+    elif what == "floor":
+        add_floor(folder)
     else:
         add_source_rates(folder, source, truth)
 
@@ -211,6 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_const",
         const="source_rates",
         help="only add the IRT-free reading's source rates to the pools of --out (no refitting)",
+    )
+    parser.add_argument(
+        "--floor",
+        dest="only",
+        action="store_const",
+        const="floor",
+        help="only add the floor of runs below the sources to the pools of --out (no refitting)",
     )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite

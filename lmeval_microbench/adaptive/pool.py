@@ -25,7 +25,7 @@ from ..estimators import estimator_from_state
 from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.folds import DOWN, UP, directed_folds
-from ..personfit import build_spec, check_estimate, fit_record
+from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
@@ -79,6 +79,7 @@ class AdaptiveState:
             "pseudo": self.score_map.pseudo,
             **self.score_map.sides_to_dict(),
             **self.score_map.rates_to_dict(),
+            **self.score_map.floor_to_dict(),
             "calibration": dict(self.calibration),
         }
 
@@ -103,6 +104,7 @@ class AdaptiveState:
                     {side: obj[side] for side in SIDE_EDGES if side in obj},
                     float(obj.get("pseudo", PSEUDO_ANSWERS)),
                     {k: obj[k] for k in RATES_KEYS} if "source_rates" in obj else None,
+                    float(obj["floor"]) if "floor" in obj else None,
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -282,10 +284,13 @@ def build_pool(
 
     ``chance`` (one level, or one per item, e.g. 1 / number of choices; None: the weakest
     source models' item rates, see :func:`~lmeval_microbench.personfit.build_spec`) sets the
-    pool's ``person_fit`` block, which checks every adaptive estimate like a static one.
+    pool's ``person_fit`` block, which checks every adaptive estimate like a static one, and
+    the floor of the intervals of runs below the sources (:meth:`.scoring.ScoreMap.with_floor`).
     """
     _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator)
     irt = fit_source_irt(source, seed=seed)
+    person_fit = pool_person_fit(irt, source, truth, chance)
+    state = replace(state, score_map=state.score_map.with_floor(lowest_score(person_fit)))
     subset = Subset(
         tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), POOL_METHOD, seed
     )
@@ -306,7 +311,7 @@ def build_pool(
         reliability={"adaptive": dict(state.calibration)},
         license=license,
         description=description,
-        person_fit=pool_person_fit(irt, source, truth, chance),
+        person_fit=person_fit,
     )
     return bundle
 
@@ -322,6 +327,17 @@ def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray)
     pool = pool_state(bundle)
     _complete(source)
     score_map = pool.state.score_map.with_sources(source, truth)
+    return _with_state(bundle, replace(pool.state, score_map=score_map))
+
+
+def with_floor(bundle: Bundle) -> Bundle:
+    """The pool ``bundle`` with the floor of its runs below the sources
+    (:meth:`.scoring.ScoreMap.with_floor`) from its own person-fit block, refitting nothing:
+    for pools saved before the floor. The floor only ever lowers an interval's lower edge."""
+    if bundle.person_fit is None:
+        raise InputError(f"pool {bundle.name!r} has no person-fit block to take a floor from")
+    pool = pool_state(bundle)
+    score_map = pool.state.score_map.with_floor(lowest_score(bundle.person_fit))
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 
 

@@ -43,6 +43,15 @@ them is read worse, so the pool also replays its weakest and its strongest fifth
 fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their bands
 (:class:`SideBands`) are a floor on the width of a run whose ability posterior places it
 beyond the sources.
+
+Floor. Below the sources even those bands fall short: the weakest fifth replayed with a map
+fitted on stronger models is still a fifth of the leaderboard, and near-random models lie
+further out (MMLU's and Winogrande's weakest fifth held out: 90 % intervals held for 0.35-0.62
+of them). A run the ability posterior places below the sources (the side bands' rule) has its
+lower edge reach the lowest score such a model can have, the chance-level score less 5 points
+(:func:`..personfit.lowest_score`, from the pool's person-fit block; 0 where the pool was built
+without chance levels), as the static ``guarded`` interval does
+(:func:`..outside.guard.floored`).
 """
 
 from __future__ import annotations
@@ -278,6 +287,9 @@ class ScoreMap:
     of a run beyond the sources (:meth:`predict_run`). None in pools saved before it."""
     truth_range: tuple[float, float] | None = None
     """The weakest and the strongest source model's true score (fractions)."""
+    floor: float | None = None
+    """The lowest full score a run below every source can have (fraction; see the module's
+    "Floor"). None: no floor (pools saved before it)."""
 
     @classmethod
     def fit(
@@ -431,9 +443,37 @@ class ScoreMap:
         prediction = np.asarray(prediction, dtype=np.float64)
         low, high = (prediction, prediction) if span is None else span
         half = self.half_width(prediction, n_items, level, ability)
-        low = np.minimum(np.asarray(low, dtype=np.float64), prediction) - half
+        start = np.minimum(np.asarray(low, dtype=np.float64), prediction)
+        low = start - half
         high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
+        if self.floor is not None:  # where the run may lie below every source (90 % edge)
+            reach = start - self.half_width(prediction, n_items, 0.9, ability)
+            below = self._below(prediction, reach, ability)
+            low = np.where(below, np.minimum(low, self.floor), low)
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
+
+    def _below(
+        self,
+        prediction: np.ndarray,
+        reach: np.ndarray,
+        ability: tuple[np.ndarray, np.ndarray] | None,
+    ) -> np.ndarray:
+        """Where the floor applies: runs whose 90 % lower edge ``reach`` lies at or under the
+        weakest source's true score (the probability that the model lies below every source
+        is over :data:`~lmeval_microbench.outside.guard.W_MIN`, the static guard's rule), or
+        that the ability posterior places below the sources (:meth:`SideBands.applies`).
+
+        The first catches what the second misses where the 2PL does not tell near-random models
+        from the weakest sources: MuSR's weakest fifth held out sit at the sources' ability
+        (the edge's posterior probability over W_MIN for 6-7 % of them at 25-50 items) while
+        their true scores lie under every source's."""
+        below = np.zeros(np.shape(prediction), dtype=bool)
+        if self.truth_range is not None:
+            below |= reach <= self.truth_range[0]
+        for side in self.sides:
+            if side.side == BELOW:
+                below |= side.applies(prediction, ability)
+        return below
 
     def bands_to_list(self) -> list[dict[str, Any]]:
         return [band.to_dict() for band in self.bands]
@@ -460,6 +500,7 @@ class ScoreMap:
         sides: Mapping[str, Mapping[str, Any]] | None = None,
         pseudo: float = PSEUDO_ANSWERS,
         rates: Mapping[str, Any] | None = None,
+        floor: float | None = None,
     ) -> ScoreMap:
         """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s (absent: none)."""
         if imputation not in IMPUTATIONS:
@@ -471,7 +512,19 @@ class ScoreMap:
             tuple(SideBands.from_dict(side, obj) for side, obj in (sides or {}).items()),
             float(pseudo),
         )
-        return found.with_rates(rates) if rates else found
+        found = found.with_rates(rates) if rates else found
+        return found if floor is None else found.with_floor(floor)
+
+    def with_floor(self, floor: float) -> ScoreMap:
+        """The map whose runs below the sources reach ``floor`` (a fraction in [0, 1))."""
+        floor = float(floor)
+        if not 0.0 <= floor < 1.0:
+            raise InputError(f"floor must lie in [0, 1), got {floor!r}")
+        return replace(self, floor=floor)
+
+    def floor_to_dict(self) -> dict[str, Any]:
+        """The floor for the pool state (empty: none)."""
+        return {} if self.floor is None else {"floor": self.floor}
 
     def with_rates(self, saved: Mapping[str, Any]) -> ScoreMap:
         """The map with saved source rates (by item id) and truth range, checked."""
