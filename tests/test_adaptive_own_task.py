@@ -29,7 +29,8 @@ def test_pool_of_an_own_task_runs_with_the_original_requests(
 ):
     task = originals["toy_mc"]
     out = tmp_path / "pools"
-    argv = ["adaptive", "build", "--responses", str(task["matrix"]), "--task", str(task["yaml"])]
+    argv = ["adaptive", "build", "--responses", str(task["matrix"]), "--task", str(task["yaml"]),
+            "--chance", "0.25"]  # fmt: skip
     assert main([*argv, "--metric", "acc_norm", "--out", str(out)]) == 0
     stages = [
         line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines() if "] " in line
@@ -48,6 +49,9 @@ def test_pool_of_an_own_task_runs_with_the_original_requests(
     assert "fitting" not in err and "rendering" not in err
     pool = pool_state(load_bundle(out / "toy_mc"))
     assert len(pool.item_ids) == test_own_task.N_ITEMS
+    # the chance level sets the person-fit check and the floor of runs below the sources
+    assert pool.bundle.person_fit.chance_from == "given"
+    assert pool.state.score_map.floor == pytest.approx(0.25 - 0.05)
     assert main(["adaptive", "--model", "hf", "--model_args", test_harness.model_args(tiny_model),
                  "--tasks", "microbench_pool_toy_mc", "--include_path", str(out),
                  "--max-items", "3", "--output_path", str(tmp_path / "run")]) == 0  # fmt: skip

@@ -9,6 +9,7 @@ target at each item budget, in the ``(value, lower, upper)`` form the static est
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -27,9 +28,15 @@ def estimate_targets(
     selector: Selector | None = None,
     level: float = 0.9,
     seed: int = 0,
+    floor: float = 0.0,
 ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``{budget: (value, lower, upper)}`` for the target models, fractions, in row order."""
+    """``{budget: (value, lower, upper)}`` for the target models, fractions, in row order.
+
+    ``floor``: where a run may lie below every source, its lower edge reaches it
+    (:meth:`.scoring.ScoreMap.with_floor`); 0 is what a pool built without chance levels has.
+    """
     params, state = fit_adaptive_state(source, source_truth, seed=seed)
+    state = replace(state, score_map=state.score_map.with_floor(floor))
     values = target.values[:, target.item_positions(params.item_ids)]
     result = replay(
         params,

@@ -106,6 +106,14 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--fewshot-seed", type=int, default=1234, help="(default: 1234)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument(
+        "--chance",
+        type=float,
+        help="probability of a right answer by guessing, e.g. 0.25 for four choices: the "
+        "person-fit check's chance level, and the interval of a run that may lie below every "
+        "source reaches down to the chance score less 5 points (default: the weakest 5%% of "
+        "source models stand in for the check, and that interval reaches down to 0)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         required=True,
@@ -335,6 +343,7 @@ def run_build(args: argparse.Namespace) -> int:
         benchmark=benchmark,
         metric=MetricSpec(name=metric, filter=args.filter),
         seed=args.seed,
+        chance=args.chance,
     )
     spec = pool_task_spec(rendered.spec(f"microbench_{benchmark}", metric), benchmark)
     stage(f"writing {args.out}")
