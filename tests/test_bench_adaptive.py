@@ -26,3 +26,25 @@ def test_v1_benchmarks_keep_their_recipe_from_bench_defaults(shared_data):
     assert recipe == defaults["hellaswag"]
     assert matrix.n_items == 58 and truth.size == matrix.n_models
     assert not np.isnan(matrix.values).any()
+
+
+def test_a_merge_replaces_the_protocols_it_brings_and_keeps_the_others(tmp_path, monkeypatch):
+    tool = tools_module("bench_adaptive")
+    config = {"command": "python tools/bench_adaptive.py --a", "finished": "then"}
+    config |= {"max_targets": 5, "repeats": 1, "seed": 0}
+    saved = {"config": config, "results": {"mmlu": {"random": "r0", "weak": "w0"}}}
+    (tmp_path / "adaptive.json").write_text(json.dumps(saved))
+    other = tmp_path / "other.json"
+    brought = {"mmlu": {"weak": "w1"}, "musr": {"weak": "m1"}}
+    command = "python tools/bench_adaptive.py --b"
+    other.write_text(json.dumps({"config": dict(config, command=command), "results": brought}))
+    written = {}
+    monkeypatch.setattr(tool, "write_reports", lambda out, results, cfg: written.update(r=results))
+    assert tool.main(["--out", str(tmp_path), "--merge", str(other)]) == 0
+    assert written["r"] == {"mmlu": {"random": "r0", "weak": "w1"}, "musr": {"weak": "m1"}}
+
+
+def test_each_benchmark_is_replayed_with_the_floor_of_its_shipped_pool():
+    tool = tools_module("bench_adaptive")
+    assert tool.pool_floor("mmlu") == 0.25 - 0.05  # four choices, given
+    assert tool.pool_floor("ifeval") == 0.0  # generative: no chance levels, no floor above 0

@@ -149,27 +149,22 @@ def run_protocol(
         score_map=smap,
         checkpoints=BUDGETS,
     )
-    out["maxinfo"] = {
-        str(n): metrics(
-            result.predictions[n],
-            truth,
-            *smap.interval(
-                result.predictions[n], n, span=result.spans[n], ability=result.ability_at(n)
-            ),
-        )
-        for n in BUDGETS
-    }
-    unfloored = replace(smap, floor=None)
-    out["maxinfo_without_floor"] = {
-        str(n): metrics(
-            result.predictions[n],
-            truth,
-            *unfloored.interval(
-                result.predictions[n], n, span=result.spans[n], ability=result.ability_at(n)
-            ),
-        )
-        for n in BUDGETS
-    }
+
+    def read(score_map: Any) -> dict[str, dict]:
+        """The max-information runs' metrics at each budget, intervals of ``score_map``."""
+        return {
+            str(n): metrics(
+                result.predictions[n],
+                truth,
+                *score_map.interval(
+                    result.predictions[n], n, span=result.spans[n], ability=result.ability_at(n)
+                ),
+            )
+            for n in BUDGETS
+        }
+
+    out["maxinfo"] = read(smap)
+    out["maxinfo_without_floor"] = read(replace(smap, floor=None))
     out["floor"] = floor
     unshifted = replay(
         params,
