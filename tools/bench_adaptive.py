@@ -356,10 +356,12 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
         "",
         "## The floor below the sources",
         "",
-        "Max-information runs the ability posterior places below the sources have their lower "
-        "edge reach the floor (the chance-level score less 5 points; 0 for a pool built "
-        "without chance levels; `adaptive.scoring.ScoreMap.with_floor`). Same runs, interval "
-        "without the floor -> with it (rows replayed since the floor; the others predate it).",
+        "Max-information runs that may lie below every source (their 90 % lower edge at or "
+        "under the weakest source's true score, or their ability beyond the sources' edge) "
+        "have their lower edge reach the floor (the chance-level score less 5 points; 0 for a "
+        "pool built without chance levels; `adaptive.scoring.ScoreMap.with_floor`). Same runs, "
+        "interval without the floor -> with it (rows replayed since the floor; the others "
+        "predate it, and predate the IRT-free reading on the v1 pools).",
         "",
         "| benchmark | protocol | floor (points) | items | cov90 | width |",
         "|---|---|---|---|---|---|",
