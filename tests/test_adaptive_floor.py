@@ -47,10 +47,10 @@ def test_a_new_pool_has_the_floor_of_its_chance_levels():
 
 
 def test_the_floor_lowers_only_runs_that_may_lie_below_the_sources_by_hand():
-    """Four runs with the same narrow span: at 0.5 with the ability far below the sources'
-    edge, at it, and far above; and one at the weakest source's true score with an ordinary
-    ability. Only the first and the last may lie below every source: their lower edges move,
-    to exactly the floor; nothing else moves."""
+    """Four runs with the same narrow span: at 0.7 with the ability far below the sources'
+    edge, just inside it, and far above; and one at the weakest source's true score with an
+    ordinary ability. Only the first and the last may lie below every source: their lower
+    edges move, to exactly the floor; nothing else moves."""
     score_map = pool_state(_pool()).state.score_map
     bottom = 0.4  # sources whose weakest scores 40 % (the toy's weakest score under the floor)
     score_map = replace(score_map, truth_range=(bottom, score_map.truth_range[1]))

@@ -47,10 +47,11 @@ beyond the sources.
 Floor. Below the sources even those bands fall short: the weakest fifth replayed with a map
 fitted on stronger models is still a fifth of the leaderboard, and near-random models lie
 further out (MMLU's and Winogrande's weakest fifth held out: 90 % intervals held for 0.35-0.62
-of them). A run the ability posterior places below the sources (the side bands' rule) has its
-lower edge reach the lowest score such a model can have, the chance-level score less 5 points
-(:func:`..personfit.lowest_score`, from the pool's person-fit block; 0 where the pool was built
-without chance levels), as the static ``guarded`` interval does
+of them). A run that may lie below every source (:meth:`ScoreMap._below`: its 90 % lower
+edge at or under the weakest source's true score, or its ability posterior below the sources'
+edge) has its lower edge reach the lowest score such a model can have, the chance-level score
+less 5 points (:func:`..personfit.lowest_score`, from the pool's person-fit block; 0 where the
+pool was built without chance levels), as the static ``guarded`` interval does
 (:func:`..outside.guard.floored`).
 """
 
@@ -447,7 +448,8 @@ class ScoreMap:
         low = start - half
         high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
         if self.floor is not None:  # where the run may lie below every source (90 % edge)
-            reach = start - self.half_width(prediction, n_items, 0.9, ability)
+            half90 = half if level == 0.9 else self.half_width(prediction, n_items, 0.9, ability)
+            reach = start - half90
             below = self._below(prediction, reach, ability)
             low = np.where(below, np.minimum(low, self.floor), low)
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
