@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lmeval_microbench.adaptive import build_pool, pool_state
+from lmeval_microbench.adaptive import pool as pool_module
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
     AdaptiveState,
@@ -145,3 +146,15 @@ def test_the_floor_covers_musr_models_below_every_source(musr_weakest, asked):
         low, high = found.interval(*args)
         covered[name] = float(np.mean((truth >= low - 1e-9) & (truth <= high + 1e-9)))
     assert covered["with"] >= 0.78 and covered["with"] >= covered["without"] + 0.08, covered
+
+
+def test_a_bad_chance_level_is_refused_before_the_replays(monkeypatch):
+    """The chance level sets the floor; a bad one is refused before minutes of replays."""
+
+    def never(*args, **kwargs):
+        raise AssertionError("the replays ran before the chance level was checked")
+
+    monkeypatch.setattr(pool_module, "fit_adaptive_state", never)
+    matrix, _ = simulate_responses(random_item_params(10, seed=1), 60, seed=2)
+    with pytest.raises(InputError, match=r"chance levels must be numbers in \[0, 1\)"):
+        build_pool(matrix, matrix.mean_scores(), name="p", benchmark="t", chance=1.5)

@@ -155,8 +155,10 @@ def fit_adaptive_state(
     seed: int = 0,
     folds: int = CALIBRATION_FOLDS,
     estimator: str = SCORE_ESTIMATOR,
+    irt: ItemParams | None = None,
 ) -> tuple[ItemParams, AdaptiveState]:
-    """IRT on all source models, the score map, and bands from cross-fitted adaptive replays.
+    """IRT on all source models (``irt``: fitted already), the score map, and bands from
+    cross-fitted adaptive replays.
 
     Each fold of source models is replayed (max-information selection, one item per step) to
     the whole pool with the score estimator fitted on the other folds, so its residuals are
@@ -183,7 +185,9 @@ def fit_adaptive_state(
     values = _complete(source)
     truth = np.asarray(truth, dtype=np.float64)
     marks = checkpoints_for(source.n_items)
-    params = fit_source_irt(source, seed=seed).subset(list(source.item_ids))
+    params = (irt if irt is not None else fit_source_irt(source, seed=seed)).subset(
+        list(source.item_ids)
+    )
     fold_of = np.random.default_rng(seed).permutation(source.n_models) % folds
     inside = [
         fold_run(source, truth, values, params, fold_of == fold, estimator) for fold in range(folds)
@@ -287,9 +291,9 @@ def build_pool(
     pool's ``person_fit`` block, which checks every adaptive estimate like a static one, and
     the floor of the intervals of runs below the sources (:meth:`.scoring.ScoreMap.with_floor`).
     """
-    _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator)
     irt = fit_source_irt(source, seed=seed)
-    person_fit = pool_person_fit(irt, source, truth, chance)
+    person_fit = pool_person_fit(irt, source, truth, chance)  # a bad chance: before the replays
+    _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator, irt=irt)
     state = replace(state, score_map=state.score_map.with_floor(lowest_score(person_fit)))
     subset = Subset(
         tuple(source.item_ids), np.full(source.n_items, 1.0 / source.n_items), POOL_METHOD, seed
