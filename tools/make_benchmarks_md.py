@@ -71,6 +71,8 @@ SECTIONS = [
     ("adaptive_edge_at_weakest.md", "tools/bench_adaptive.py"),
     ("adaptive_before_rates.md", "tools/bench_adaptive.py"),
     ("adaptive_rates_in_bands.md", "tools/bench_adaptive.py"),
+    ("adaptive_before_toward.md", "tools/bench_adaptive.py"),
+    ("adaptive_toward.md", "tools/bench_adaptive_toward.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
     ("inloop.md", "tools/bench_inloop.py"),

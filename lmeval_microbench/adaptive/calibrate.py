@@ -48,12 +48,16 @@ CHOICE_ITEMS = (10, 25, 50)
 @dataclass(frozen=True)
 class FoldRun:
     """Held-out source models replayed to the whole pool: the order each was asked the items,
-    with the score map fitted without them."""
+    with the score map fitted without them, and the item parameters the replay used."""
 
     rows: np.ndarray
     answers: np.ndarray
     order: np.ndarray
     score_map: ScoreMap
+    params: ItemParams
+    above_edge: float | None = None
+    """The ability edge above the models the map was fitted on (upward folds refitted on
+    them, :func:`.pool.ability_edges`); None elsewhere."""
 
 
 def fold_run(
@@ -75,13 +79,14 @@ def fold_run(
     answers = values[held]
     if order is None:
         order = replay(params, answers, selector=MaxInfoSelector(), max_items=source.n_items).order
-    return FoldRun(np.flatnonzero(held), answers, order, score_map)
+    return FoldRun(np.flatnonzero(held), answers, order, score_map, params)
 
 
 def checkpoint_states(
     params: ItemParams, answers: np.ndarray, order: np.ndarray, marks: Sequence[int]
-) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
-    """``(n, expected, asked, scores)`` after the first ``n`` items of ``order``, per mark.
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+    """``(n, expected, asked, scores, ability)`` after the first ``n`` items of ``order``, per
+    mark (``ability``: the posterior mean and sd).
 
     The posterior is updated with the items in the order they were asked, as the replay did.
     """
@@ -95,11 +100,12 @@ def checkpoint_states(
             posterior.update(rows, items, answers[rows, items])
             asked[rows, items] = True
         done = n
-        yield n, posterior.expected_scores(), asked.copy(), np.where(asked, answers, np.nan)
+        answered = np.where(asked, answers, np.nan)
+        yield n, posterior.expected_scores(), asked.copy(), answered, posterior.mean_se()
 
 
 def run_predictions(
-    run: FoldRun, params: ItemParams, marks: Sequence[int], pseudo: float
+    run: FoldRun, marks: Sequence[int], pseudo: float
 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, np.ndarray]]]:
     """A fold's estimates and spans at each mark, with imputation strength ``pseudo``.
 
@@ -112,21 +118,23 @@ def run_predictions(
     """
     score_map = replace(run.score_map, pseudo=pseudo, rates=None)
     predictions, spans = {}, {}
-    for n, expected, asked, scores in checkpoint_states(params, run.answers, run.order, marks):
+    for n, expected, asked, scores, _ in checkpoint_states(
+        run.params, run.answers, run.order, marks
+    ):
         value, low, high = score_map.predict_run(expected, asked, scores)
         predictions[n], spans[n] = value, (low, high)
     return predictions, spans
 
 
 def merged_predictions(
-    runs: Sequence[FoldRun], params: ItemParams, marks: Sequence[int], pseudo: float, n_models: int
+    runs: Sequence[FoldRun], marks: Sequence[int], pseudo: float, n_models: int
 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, np.ndarray]]]:
     """Estimates and spans of folds that together hold out every one of ``n_models`` once."""
     predictions = {n: np.empty(n_models) for n in marks}
     lows = {n: np.empty(n_models) for n in marks}
     highs = {n: np.empty(n_models) for n in marks}
     for run in runs:
-        found, spans = run_predictions(run, params, marks, pseudo)
+        found, spans = run_predictions(run, marks, pseudo)
         for n in marks:
             predictions[n][run.rows] = found[n]
             lows[n][run.rows], highs[n][run.rows] = spans[n]
@@ -136,7 +144,6 @@ def merged_predictions(
 def choose_pseudo(
     kinds: Mapping[str, Sequence[FoldRun]],
     truth: np.ndarray,
-    params: ItemParams,
     marks: Sequence[int],
 ) -> tuple[float, dict[str, dict[str, float]]]:
     """The strength to use, and each candidate's error per fold kind.
@@ -151,8 +158,8 @@ def choose_pseudo(
     gaps: dict[float, dict[str, list[np.ndarray]]] = {p: {} for p in PSEUDO_CANDIDATES}
     for kind, runs in kinds.items():
         for run in runs:
-            for _, expected, asked, scores in checkpoint_states(
-                params, run.answers, run.order, scored
+            for _, expected, asked, scores, _ in checkpoint_states(
+                run.params, run.answers, run.order, scored
             ):
                 for pseudo in PSEUDO_CANDIDATES:
                     value = replace(run.score_map, pseudo=pseudo).predict_answers(

@@ -36,7 +36,9 @@ rate on each item, shifted to the run's hit rate; :func:`.estimation.impute_from
 Beyond the sources the 2PL fitted on them and this reading err in opposite directions on whole
 benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9 points under the truth, the
 reading 10-13 over), so the span reaches a model further out than the directed folds below
-can show.
+can show. On whole-benchmark pools the estimate itself moves part of the way to the reading
+where the reading lies above every source, as far as the pool's upward folds chose
+(:mod:`.beyond`); it stays inside the span.
 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
@@ -230,8 +232,7 @@ class SideBands:
         """Posterior probability (normal) that the ability lies beyond ``ability_edge``."""
         if self.ability_edge is None:
             raise InputError(f"the {self.side} side bands of this pool have no ability edge")
-        z = (self.ability_edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
-        return norm.cdf(z) if self.side == BELOW else norm.sf(z)
+        return beyond_edge(theta, se, self.ability_edge, self.side)
 
     def applies(
         self, prediction: np.ndarray, ability: tuple[np.ndarray, np.ndarray] | None = None
@@ -257,6 +258,13 @@ class SideBands:
         return cls(
             side, float(obj[SIDE_EDGES[side]]), folds, None if ability is None else float(ability)
         )
+
+
+def beyond_edge(theta: np.ndarray, se: np.ndarray, edge: float, side: str) -> np.ndarray:
+    """Posterior probability (normal, mean ``theta``, sd ``se``) that the ability lies
+    beyond ``edge`` on ``side``."""
+    z = (edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
+    return norm.cdf(z) if side == BELOW else norm.sf(z)
 
 
 def _check_side(side: str) -> None:
@@ -291,6 +299,10 @@ class ScoreMap:
     floor: float | None = None
     """The lowest full score a run below every source can have (fraction; see the module's
     "Floor"). None: no floor (pools saved before it)."""
+    toward: float = 0.0
+    """Share of the way the estimate of a run moves to the IRT-free reading where that reading
+    lies above every source, times the probability that its ability lies above the sources'
+    edge (:mod:`.beyond`; 0: no move, as in pools saved before it)."""
 
     @classmethod
     def fit(
@@ -316,12 +328,18 @@ class ScoreMap:
         return tuple(self.estimator.item_ids_)
 
     def predict_run(
-        self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
+        self,
+        expected: np.ndarray,
+        asked: np.ndarray,
+        scores: np.ndarray,
+        ability: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Estimate and span ``(value, low, high)`` of runs, fractions (see the module).
 
         ``expected`` (m, n): posterior expected scores; ``asked``/``scores``: the answers so
-        far. A ``posterior`` map (version-1 pool) has the span of its estimate alone.
+        far; ``ability``: the posterior mean and sd (without it the estimate does not move
+        towards the reading). A ``posterior`` map (version-1 pool) has the span of its
+        estimate alone.
         """
         imputed = impute(expected, asked, scores, self.imputation, self.pseudo)
         value, lower, upper = self._estimate(imputed)
@@ -330,10 +348,31 @@ class ScoreMap:
         readings = [value, self.predict(impute(expected, asked, scores, "posterior"))]
         if self.pseudo != PSEUDO_ANSWERS:  # the run's own hit rate, trusted as before the choice
             readings.append(self.predict(impute(expected, asked, scores, "shifted")))
-        readings.append(self._rates_reading(value, asked, scores))
+        beyond = self._rates_reading(value, asked, scores)
+        readings.append(beyond)
         low = np.minimum(np.min(readings, axis=0), lower)
         high = np.maximum(np.max(readings, axis=0), upper)
+        weight = self._toward_weight(ability)
+        if weight is not None:  # a point within the span: the span does not move
+            value = value + weight * (self._above(beyond, value) - value)
         return value, low, high
+
+    def _toward_weight(self, ability: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray | None:
+        """:attr:`toward` times the probability that the ability lies above the sources'
+        edge (None: no move)."""
+        above = [s for s in self.sides if s.side == ABOVE and s.ability_edge is not None]
+        if not self.toward or ability is None or not above:
+            return None
+        return self.toward * above[0].beyond(*ability)
+
+    def above_reading(self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """The IRT-free reading where it lies above every source, else ``value``: what
+        :attr:`toward` moves an estimate to (:mod:`.beyond` chooses it on these)."""
+        return self._above(self._rates_reading(value, asked, scores), value)
+
+    def _above(self, beyond: np.ndarray, value: np.ndarray) -> np.ndarray:
+        top = np.inf if self.truth_range is None else self.truth_range[1]
+        return np.where(beyond > top, beyond, value)
 
     def _rates_reading(
         self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray
@@ -356,7 +395,7 @@ class ScoreMap:
     def predict_answers(
         self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
     ) -> np.ndarray:
-        """Full-score estimates of runs (the value of :meth:`predict_run` alone)."""
+        """Full-score estimates of runs from their imputed answers (before :attr:`toward`)."""
         return self.predict(impute(expected, asked, scores, self.imputation, self.pseudo))
 
     def predict(self, imputed: np.ndarray) -> np.ndarray:
@@ -503,6 +542,7 @@ class ScoreMap:
         pseudo: float = PSEUDO_ANSWERS,
         rates: Mapping[str, Any] | None = None,
         floor: float | None = None,
+        toward: float = 0.0,
     ) -> ScoreMap:
         """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s (absent: none)."""
         if imputation not in IMPUTATIONS:
@@ -515,7 +555,22 @@ class ScoreMap:
             float(pseudo),
         )
         found = found.with_rates(rates) if rates else found
+        found = found.with_toward(toward) if toward else found
         return found if floor is None else found.with_floor(floor)
+
+    def with_toward(self, share: float) -> ScoreMap:
+        """The map whose runs above the sources move ``share`` of the way to the IRT-free
+        reading (see :attr:`toward`); it needs that reading's inputs."""
+        share = float(share)
+        if not 0.0 <= share <= 1.0:
+            raise InputError(f"toward_reading must lie in [0, 1], got {share!r}")
+        if share and (self.rates is None or self.truth_range is None):
+            raise InputError("toward_reading needs the pool's source_rates and source_range")
+        return replace(self, toward=share)
+
+    def toward_to_dict(self) -> dict[str, Any]:
+        """The move towards the reading for the pool state (empty: none)."""
+        return {"toward_reading": self.toward} if self.toward else {}
 
     def with_floor(self, floor: float) -> ScoreMap:
         """The map whose runs below the sources reach ``floor`` (a fraction in [0, 1))."""

@@ -103,7 +103,7 @@ def replay(
         if score_map is not None and session.n_asked in marks:
             mark = time.perf_counter()
             value, low, high = score_map.predict_run(
-                session.posterior.expected_scores(), session.asked, session.scores
+                session.posterior.expected_scores(), session.asked, session.scores, (theta, se)
             )
             predictions[session.n_asked], spans[session.n_asked] = value, (low, high)
             spent += time.perf_counter() - mark

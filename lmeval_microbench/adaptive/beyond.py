@@ -1,0 +1,87 @@
+"""Runs above the sources of a whole-benchmark pool: how far the estimate moves to the reading.
+
+Beyond the strongest source the 2PL fitted on the sources and the IRT-free reading
+(:func:`.estimation.impute_from_rates`) err in opposite directions on whole benchmarks: on
+IFEval's strongest fifth held out, after 50 items, the estimate erred by 8.15 points, under the
+truth, and the reading over it by about as much, so a point between them errs less than either. How
+far between is a property of the pool, so each pool chooses it on its own upward folds (the
+strongest fifth of the sources replayed with a map fitted on weaker ones) among
+:data:`TOWARD_CANDIDATES`, and :meth:`.scoring.ScoreMap.predict_run` moves a run's estimate that
+far towards the reading where the reading lies above every source, weighted by the posterior
+probability that the run's ability lies above the sources' edge (the side bands' edge,
+:func:`.pool.ability_edges`; on a fold, the edge of the models it was fitted on). The weight
+keeps runs among the sources where they were: moved wherever the reading alone lay above them,
+MuSR's noisy reading moved runs of random splits too (2.05 -> 2.27 points at 50 items, 2.62 ->
+3.31 at 10). The interval does not move: it already spans both
+(:meth:`.scoring.ScoreMap.predict_run`).
+
+The folds can only choose if they show what a new model meets: an ability scale fitted
+without it. Item parameters fitted on every source, the held-out strongest fifth included,
+read that fifth well (IFEval: 3.1-3.9 points at 10-50 items) and the reading badly, so the
+folds chose no move at all, while the leaderboard's strongest fifth held out gained 3-4 points
+from a move half-way. Refitted on each fold's own training models (:func:`fold_params`), the
+four-fifths fold erred 5.3-7.3 points with no move and 3.7-7.2 at its best share, 0.2, as the
+held-out fifth does (``bench/adaptive_toward.md``). So on whole-benchmark pools the upward
+folds that choose the move get their own IRT fit (:func:`.pool.fit_adaptive_state`); the side
+bands keep the pool's.
+
+Only where the pool's target is the source models' mean over its items (a whole benchmark,
+:func:`..estimators._fitting.is_matrix_mean`): there the reading of a model's own answers needs
+no map to the target, as for the static guard (:mod:`..estimators.guarded`). On the v1 pools
+the target is the whole benchmark's score beyond the pool's items; they keep one IRT fit and
+no move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..build import fit_source_irt
+from ..irt.params import ItemParams
+from ..responses import ResponseMatrix
+from .calibrate import CHOICE_ITEMS, FoldRun, checkpoint_states
+from .scoring import ABOVE, beyond_edge
+
+TOWARD_CANDIDATES = tuple(round(0.1 * k, 1) for k in range(11))
+"""Shares of the way from the estimate to the reading a pool chooses among (0: no move)."""
+
+
+def fold_params(
+    source: ResponseMatrix, fit_on: np.ndarray, seed: int, items: Sequence
+) -> ItemParams:
+    """Item parameters fitted on the ``fit_on`` source models only (mask), in pool order."""
+    kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]
+    return fit_source_irt(source.select_models(kept), seed=seed).subset(list(items))
+
+
+def choose_toward(
+    runs: Sequence[FoldRun], truth: np.ndarray, marks: Sequence[int], pseudo: float
+) -> tuple[float, dict[str, float]]:
+    """The share with the lowest mean absolute error on the upward fold ``runs`` (each read
+    with its own item parameters and imputation strength ``pseudo``) at the run lengths of
+    :data:`.calibrate.CHOICE_ITEMS` the pool has, and every candidate's error (fractions).
+    Each fold weighs the same; ties go to the smaller move. No runs: no move."""
+    if not runs:
+        return 0.0, {}
+    scored = [n for n in CHOICE_ITEMS if n in marks] or [min(marks)]
+    errors = np.zeros(len(TOWARD_CANDIDATES))
+    for run in runs:
+        score_map = replace(run.score_map, pseudo=pseudo, toward=0.0)
+        for _, expected, asked, scores, ability in checkpoint_states(
+            run.params, run.answers, run.order, scored
+        ):
+            value, _, _ = score_map.predict_run(expected, asked, scores)
+            step = score_map.above_reading(value, asked, scores) - value
+            if run.above_edge is not None:
+                step = step * beyond_edge(*ability, run.above_edge, ABOVE)
+            for k, share in enumerate(TOWARD_CANDIDATES):
+                moved = value + share * step
+                errors[k] += float(np.mean(np.abs(moved - truth[run.rows])))
+    errors /= len(runs) * len(scored)
+    best = int(np.argmin(errors))
+    return TOWARD_CANDIDATES[best], {
+        str(share): float(e) for share, e in zip(TOWARD_CANDIDATES, errors, strict=True)
+    }
