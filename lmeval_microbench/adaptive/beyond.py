@@ -3,17 +3,17 @@
 Beyond the strongest source the 2PL fitted on the sources and the IRT-free reading
 (:func:`.estimation.impute_from_rates`) err in opposite directions on whole benchmarks: on
 IFEval's strongest fifth held out, after 50 items, the estimate erred by 8.15 points, under the
-truth, and the reading over it by about as much, so a point between them errs less than either. How
-far between is a property of the pool, so each pool chooses it on its own upward folds (the
+truth, and the reading over it by about as much, so a point between them errs less than either.
+How far between is a property of the pool, so each pool chooses it on its own upward folds (the
 strongest fifth of the sources replayed with a map fitted on weaker ones) among
-:data:`TOWARD_CANDIDATES`, and :meth:`.scoring.ScoreMap.predict_run` moves a run's estimate that
-far towards the reading where the reading lies above every source, weighted by the posterior
-probability that the run's ability lies above the sources' edge (the side bands' edge,
-:func:`.pool.ability_edges`; on a fold, the edge of the models it was fitted on). The weight
-keeps runs among the sources where they were: moved wherever the reading alone lay above them,
-MuSR's noisy reading moved runs of random splits too (2.05 -> 2.27 points at 50 items, 2.62 ->
-3.31 at 10). The interval does not move: it already spans both
-(:meth:`.scoring.ScoreMap.predict_run`).
+:data:`TOWARD_CANDIDATES`, and :meth:`.scoring.ScoreMap.predict_run` moves a run's estimate
+that far towards the reading where the reading lies above every source, weighted by the
+posterior probability that the run's ability lies above the sources' edge (the side bands'
+edge, :func:`.pool.ability_edges`; on a fold, the edge of the models it was fitted on). The
+weight keeps runs among the sources where they were: moved wherever the reading alone lay above
+them, MuSR's noisy reading moved runs of random splits too (2.05 -> 2.27 points at 50 items,
+2.62 -> 3.31 at 10; ``tools/bench_adaptive.py`` on that variant during development, not kept).
+The interval does not move: it already spans both (:meth:`.scoring.ScoreMap.predict_run`).
 
 The folds can only choose if they show what a new model meets: an ability scale fitted
 without it. Item parameters fitted on every source, the held-out strongest fifth included,
@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._types import ItemId
 from ..build import fit_source_irt
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
@@ -50,7 +51,7 @@ TOWARD_CANDIDATES = tuple(round(0.1 * k, 1) for k in range(11))
 
 
 def fold_params(
-    source: ResponseMatrix, fit_on: np.ndarray, seed: int, items: Sequence
+    source: ResponseMatrix, fit_on: np.ndarray, seed: int, items: Sequence[ItemId]
 ) -> ItemParams:
     """Item parameters fitted on the ``fit_on`` source models only (mask), in pool order."""
     kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]

@@ -282,8 +282,9 @@ def _upward_refits(
     """The upward folds replayed on item parameters refitted on each fold's training models
     (:func:`.beyond.fold_params`), with the ability edge above those models: what a model
     beyond the sources meets, to choose the move towards the reading. Not for the side bands:
-    refitted, IFEval's strongest fifth held out got 90 % intervals 95 points wide (43 with
-    the pool's IRT) at the same coverage (0.97-0.99), ``bench/adaptive_toward.md``."""
+    built from these, IFEval's strongest fifth held out got 90 % intervals 95 points wide (43
+    with the pool's IRT) at the same coverage (0.97-0.99; ``tools/bench_adaptive.py`` on that
+    variant during development, not kept)."""
     runs = []
     for train, test, direction in _usable_folds(source, truth):
         if direction != UP:
