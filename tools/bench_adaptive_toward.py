@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adaptive import load_benchmark
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
-from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, fold_params
-from lmeval_microbench.adaptive.calibrate import checkpoint_states, fold_run
+from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, fold_params, share_errors
+from lmeval_microbench.adaptive.calibrate import fold_run
 from lmeval_microbench.adaptive.pool import ability_edges, fit_adaptive_state
-from lmeval_microbench.adaptive.scoring import ABOVE, beyond_edge
+from lmeval_microbench.adaptive.scoring import ABOVE
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.outside.folds import UP, directed_folds
@@ -52,7 +52,7 @@ MARKS = (10, 25, 50)
 SHARES = np.array(TOWARD_CANDIDATES)
 
 
-def share_errors(
+def errors_in_points(
     score_map: Any,
     params: Any,
     answers: np.ndarray,
@@ -60,16 +60,9 @@ def share_errors(
     truth: np.ndarray,
     edge: float,
 ) -> dict[str, list[float]]:
-    """MAE (points) of every share after each of :data:`MARKS` items of the runs' ``order``,
-    each run's move weighted by the probability that its ability lies above ``edge``."""
-    out = {}
-    for n, expected, asked, scores, ability in checkpoint_states(params, answers, order, MARKS):
-        value, _, _ = score_map.predict_run(expected, asked, scores)
-        step = score_map.above_reading(value, asked, scores) - value
-        step = step * beyond_edge(*ability, edge, ABOVE)
-        moved = value[None, :] + SHARES[:, None] * step[None, :]
-        out[str(n)] = (100 * np.mean(np.abs(moved - truth[None, :]), axis=1)).tolist()
-    return out
+    """Every share's MAE (points) after each of :data:`MARKS` items (``beyond.share_errors``)."""
+    found = share_errors(score_map, params, answers, order, truth, MARKS, edge)
+    return {str(n): (100 * errors).tolist() for n, errors in found.items()}
 
 
 def measure(shared: Path, bm: str, max_targets: int) -> dict[str, Any]:
@@ -85,7 +78,7 @@ def measure(shared: Path, bm: str, max_targets: int) -> dict[str, Any]:
     found: dict[str, Any] = {
         "chosen_by_pool": state.calibration.get("toward_reading"),
         "pseudo": smap.pseudo,
-        "rows": {"target": share_errors(smap, params, answers, order, target_truth, edge)},
+        "rows": {"target": errors_in_points(smap, params, answers, order, target_truth, edge)},
     }
     for train, test, direction in directed_folds(source_truth):
         if direction != UP:
@@ -99,7 +92,7 @@ def measure(shared: Path, bm: str, max_targets: int) -> dict[str, Any]:
             run = fold_run(source, source_truth, source.values, fold_irt, held, "kridge", fit_on)
             fold_map = replace(run.score_map, pseudo=smap.pseudo)
             fold_edge = ability_edges(fold_irt, source.values[fit_on])[ABOVE]
-            found["rows"][f"up {share}, {irt}"] = share_errors(
+            found["rows"][f"up {share}, {irt}"] = errors_in_points(
                 fold_map, fold_irt, run.answers, run.order, source_truth[run.rows], fold_edge
             )
     return found

@@ -44,7 +44,7 @@ from ..build import fit_source_irt
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from .calibrate import CHOICE_ITEMS, FoldRun, checkpoint_states
-from .scoring import ABOVE, beyond_edge
+from .scoring import ABOVE, ScoreMap, beyond_edge
 
 TOWARD_CANDIDATES = tuple(round(0.1 * k, 1) for k in range(11))
 """Shares of the way from the estimate to the reading a pool chooses among (0: no move)."""
@@ -56,6 +56,29 @@ def fold_params(
     """Item parameters fitted on the ``fit_on`` source models only (mask), in pool order."""
     kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]
     return fit_source_irt(source.select_models(kept), seed=seed).subset(list(items))
+
+
+def share_errors(
+    score_map: ScoreMap,
+    params: ItemParams,
+    answers: np.ndarray,
+    order: np.ndarray,
+    truth: np.ndarray,
+    marks: Sequence[int],
+    edge: float | None,
+) -> dict[int, np.ndarray]:
+    """Mean absolute error (fractions) of every share of :data:`TOWARD_CANDIDATES` after each
+    of ``marks`` items of the runs' ``order``, each run's move weighted by the probability
+    that its ability lies above ``edge`` (None: unweighted)."""
+    shares = np.asarray(TOWARD_CANDIDATES)[:, None]
+    out = {}
+    for n, expected, asked, scores, ability in checkpoint_states(params, answers, order, marks):
+        value = score_map.predict_answers(expected, asked, scores)
+        step = score_map.above_reading(value, asked, scores) - value
+        if edge is not None:
+            step = step * beyond_edge(*ability, edge, ABOVE)
+        out[n] = np.mean(np.abs(value + shares * step - truth), axis=1)
+    return out
 
 
 def choose_toward(
@@ -71,16 +94,10 @@ def choose_toward(
     errors = np.zeros(len(TOWARD_CANDIDATES))
     for run in runs:
         score_map = replace(run.score_map, pseudo=pseudo, toward=0.0)
-        for _, expected, asked, scores, ability in checkpoint_states(
-            run.params, run.answers, run.order, scored
-        ):
-            value, _, _ = score_map.predict_run(expected, asked, scores)
-            step = score_map.above_reading(value, asked, scores) - value
-            if run.above_edge is not None:
-                step = step * beyond_edge(*ability, run.above_edge, ABOVE)
-            for k, share in enumerate(TOWARD_CANDIDATES):
-                moved = value + share * step
-                errors[k] += float(np.mean(np.abs(moved - truth[run.rows])))
+        found = share_errors(
+            score_map, run.params, run.answers, run.order, truth[run.rows], scored, run.above_edge
+        )
+        errors += sum(found.values())
     errors /= len(runs) * len(scored)
     best = int(np.argmin(errors))
     return TOWARD_CANDIDATES[best], {
