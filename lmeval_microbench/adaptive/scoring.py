@@ -86,30 +86,11 @@ SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
 RATES_KEYS = ("source_rates", "source_range")
 """Pool state keys of the IRT-free reading (:meth:`ScoreMap.rates_to_dict`)."""
 
+# fmt: off
 BASE_CHECKPOINTS = (
-    1,
-    2,
-    3,
-    4,
-    5,
-    6,
-    8,
-    10,
-    12,
-    15,
-    20,
-    25,
-    30,
-    35,
-    40,
-    50,
-    60,
-    75,
-    100,
-    125,
-    150,
-    200,
+    1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 35, 40, 50, 60, 75, 100, 125, 150, 200,
 )
+# fmt: on
 """Item counts at which simulated runs are scored to fit interval bands (plus the pool size)."""
 
 
