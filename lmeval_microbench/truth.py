@@ -82,8 +82,11 @@ def align_target(
 ) -> tuple[ResponseMatrix, np.ndarray]:
     """Keep the models that have a true score; without scores the row mean is the truth.
 
-    Models of the matrix that have no score are dropped with a warning that counts them.
+    Models of the matrix that have no score are dropped with a warning that counts them; so
+    are models that answered no item (no estimator can read them, and without scores their
+    row mean, the truth, does not exist).
     """
+    matrix = _answered_models(matrix)
     if scores is None:
         return matrix, matrix.mean_scores()
     known = [m for m in matrix.model_ids if m in scores.index]
@@ -102,6 +105,21 @@ def align_target(
     if undecided is not None:
         target = _resolve_scale(target, matrix.mean_scores(), undecided)
     return matrix, target
+
+
+def _answered_models(matrix: ResponseMatrix) -> ResponseMatrix:
+    """The models of ``matrix`` with at least one answer."""
+    answered = ~np.isnan(matrix.values).all(axis=1)
+    if not answered.any():
+        raise InputError(f"{matrix.source}: no model answered any item")
+    if not answered.all():
+        warnings.warn(
+            f"{matrix.source}: {int((~answered).sum())} of {matrix.n_models} models answered "
+            "no item and are left out",
+            stacklevel=3,
+        )
+        matrix = matrix.select_models(np.asarray(matrix.model_ids)[answered].tolist())
+    return matrix
 
 
 def _resolve_scale(target: np.ndarray, row_means: np.ndarray, where: str) -> np.ndarray:

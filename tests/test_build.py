@@ -64,6 +64,26 @@ def test_build_then_estimate_recovers_row_means(matrix, tmp_path):
     assert set(loaded.reliability["cv_mae_source"]) == {"mean", "anchor", "calibrated"}
 
 
+def test_align_target_leaves_out_models_that_answered_nothing(matrix):
+    """A row of no answers has no row mean (the truth without scores) and nothing to read:
+    the model is left out with a warning instead of failing the build later."""
+    values = matrix.values[:30].copy()
+    values[4] = np.nan
+    values[9, :5] = np.nan
+    source = ResponseMatrix(values, matrix.model_ids[:30], matrix.item_ids, source="holes.csv")
+    with pytest.warns(UserWarning, match="holes.csv: 1 of 30 models answered no item"):
+        kept, target = align_target(source, None)
+    assert matrix.model_ids[4] not in kept.model_ids and kept.n_models == 29
+    assert np.isfinite(target).all()
+    assert target[kept.model_ids.index(matrix.model_ids[9])] == np.nanmean(values[9])
+    scores = pd.Series(np.linspace(0.2, 0.8, 30), index=list(matrix.model_ids[:30]))
+    with pytest.warns(UserWarning, match="1 of 30 models answered no item"):
+        kept, target = align_target(source, scores)
+    assert kept.n_models == 29 and np.array_equal(target, scores.drop(matrix.model_ids[4]))
+    with pytest.raises(InputError, match="no model answered any item"):
+        align_target(ResponseMatrix(np.full((3, 4), np.nan), ["a", "b", "c"], list("wxyz")), None)
+
+
 def test_estimate_joins_by_item_id(matrix):
     source, target = align_target(matrix.select_models(matrix.model_ids[:300]), None)
     bundle = build_bundle(
