@@ -1,0 +1,59 @@
+"""The build's note when its guard counts most of its own sources as possibly beyond them
+(``cli.build.warn_sources_outside``): a source population whose scores span a range narrow
+against what the bundle's items say of one model (MuSR with 25-100 sources,
+``bench/guard_cost.md``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.build import build_bundle
+from lmeval_microbench.cli.build import warn_sources_outside
+from lmeval_microbench.responses import ResponseMatrix
+
+
+def sources(spread: float, seed: int = 0) -> ResponseMatrix:
+    """120 models of a Rasch population whose abilities have sd ``spread``, 300 items."""
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0.0, spread, 120)
+    difficulty = rng.normal(size=300)
+    p = 1.0 / (1.0 + np.exp(-(theta[:, None] - difficulty[None, :])))
+    values = (rng.random(p.shape) < p).astype(float)
+    return ResponseMatrix(
+        values, [f"m{k}" for k in range(120)], [f"i{j}" for j in range(300)], source="pop.csv"
+    )
+
+
+def notes(matrix: ResponseMatrix, estimator: str = "guarded") -> list[str]:
+    bundle = build_bundle(
+        matrix,
+        matrix.mean_scores(),
+        name="t",
+        benchmark="t",
+        method="balanced",
+        budget=25,
+        seed=0,
+        estimators=[estimator],
+        default_estimator=estimator,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_sources_outside(bundle, matrix)
+    return [str(w.message) for w in caught]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_narrow_sources_get_the_note_and_wide_ones_do_not():
+    narrow = notes(sources(0.15))
+    assert len(narrow) == 1
+    assert narrow[0].startswith("pop.csv: the guarded estimator counts")
+    assert "narrow against what 25 items say of one model" in narrow[0]
+    assert notes(sources(1.5)) == []
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_no_note_without_the_guard():
+    assert notes(sources(0.15), estimator="kridge") == []
