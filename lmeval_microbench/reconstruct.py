@@ -12,10 +12,12 @@ has its interval widened to include the bundle's chance-level score.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
+from ._text import preview
 from ._types import Estimate
 from .bundle import Bundle
 from .errors import ItemMismatchError
@@ -46,7 +48,9 @@ def estimate_models(
 
     Rows join the bundle's items by id; a model lacking subset items raises
     :class:`~lmeval_microbench.errors.ItemMismatchError` naming them unless ``allow_missing``
-    (then they are imputed from the bundle's IRT parameters, see ``estimators.missing``).
+    (then they are imputed from the bundle's IRT parameters, see ``estimators.missing``, and a
+    model that scored none of them, which nothing can estimate, is left out with a warning
+    naming it, so the other models' estimates are not lost).
     Each record has a ``person_fit`` object (:func:`.personfit.fit_record`); a flagged
     model's interval is widened as :func:`.personfit.widen_for_fit` says and the record's
     ``person_fit.note`` says why (the CLI prints it as a warning).
@@ -59,6 +63,8 @@ def estimate_models(
             f"(benchmark {bundle.benchmark!r}) is in these responses: wrong benchmark?"
         )
     subset = responses.reindex_items(ids) if allow_missing else responses.select_items(ids)
+    if allow_missing:
+        responses, subset = _scored_models(responses, subset, bundle.name)
     value, lower, upper, se = fitted.estimate_matrix(
         subset, level=level, allow_missing=allow_missing, return_se=True
     )
@@ -82,3 +88,25 @@ def estimate_models(
             }
         )
     return records
+
+
+def _scored_models(
+    responses: ResponseMatrix, subset: ResponseMatrix, bundle_name: str
+) -> tuple[ResponseMatrix, ResponseMatrix]:
+    """The models that scored at least one subset item (both matrices), with a warning that
+    names the others; refused when no model did."""
+    scored = subset.observed.any(axis=1)
+    if scored.all():
+        return responses, subset
+    empty = [m for m, ok in zip(responses.model_ids, scored, strict=True) if not ok]
+    if not scored.any():
+        raise ItemMismatchError(
+            f"{responses.source}: no model scored any item of bundle {bundle_name!r}"
+        )
+    warnings.warn(
+        f"{responses.source}: {len(empty)} of {responses.n_models} models scored no item of "
+        f"bundle {bundle_name!r} and are left out: {preview(empty)}",
+        stacklevel=3,
+    )
+    keep = [m for m, ok in zip(responses.model_ids, scored, strict=True) if ok]
+    return responses.select_models(keep), subset.select_models(keep)

@@ -123,6 +123,18 @@ def test_estimate_names_missing_items_and_wrong_benchmark(matrix):
         bundle, heldout.drop_items([dropped]), estimator="pirt", allow_missing=True
     )
     assert all(r["items_scored"] == 9 for r in partial)
+    # a model that scored none of the bundle's items cannot be estimated; with allow_missing
+    # it is left out by name and every other model keeps its estimate
+    values = heldout.values.copy()
+    values[3, heldout.item_positions(bundle.subset.item_ids)] = np.nan
+    holes = ResponseMatrix(values, heldout.model_ids, heldout.item_ids, source="holes.csv")
+    with pytest.warns(
+        UserWarning, match=f"1 of 100 models scored no item.*'{heldout.model_ids[3]}'"
+    ):
+        kept = estimate_models(bundle, holes, estimator="pirt", allow_missing=True)
+    assert [r["model"] for r in kept] == [m for k, m in enumerate(heldout.model_ids) if k != 3]
+    with pytest.raises(ItemMismatchError, match="no model scored any item"):
+        estimate_models(bundle, holes.select_models([heldout.model_ids[3]]), allow_missing=True)
     other = ResponseMatrix(np.ones((2, 2)), ["a", "b"], ["x.1", "x.2"])
     with pytest.raises(ItemMismatchError, match="wrong benchmark"):
         estimate_models(bundle, other)
