@@ -98,15 +98,15 @@ def _scored_models(
     scored = subset.observed.any(axis=1)
     if scored.all():
         return responses, subset
-    empty = [m for m, ok in zip(responses.model_ids, scored, strict=True) if not ok]
     if not scored.any():
         raise ItemMismatchError(
             f"{responses.source}: no model scored any item of bundle {bundle_name!r}"
         )
+    models = np.asarray(responses.model_ids)
     warnings.warn(
-        f"{responses.source}: {len(empty)} of {responses.n_models} models scored no item of "
-        f"bundle {bundle_name!r} and are left out: {preview(empty)}",
+        f"{responses.source}: {int((~scored).sum())} of {responses.n_models} models scored no "
+        f"item of bundle {bundle_name!r} and are left out: {preview(models[~scored].tolist())}",
         stacklevel=3,
     )
-    keep = [m for m, ok in zip(responses.model_ids, scored, strict=True) if ok]
+    keep = models[scored].tolist()
     return responses.select_models(keep), subset.select_models(keep)

@@ -109,7 +109,7 @@ def align_target(
 
 def _answered_models(matrix: ResponseMatrix) -> ResponseMatrix:
     """The models of ``matrix`` with at least one answer."""
-    answered = ~np.isnan(matrix.values).all(axis=1)
+    answered = matrix.observed.any(axis=1)
     if not answered.any():
         raise InputError(f"{matrix.source}: no model answered any item")
     if not answered.all():

@@ -36,9 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, split_matrices
 
 from lmeval_microbench._io import write_text_if_changed
-from lmeval_microbench.cli.build import SOURCES_OUTSIDE_NOTE as NOTE_SHARE
+from lmeval_microbench.build import SOURCES_OUTSIDE_NOTE as NOTE_SHARE
 from lmeval_microbench.estimators import estimator_from_state
-from lmeval_microbench.outside.guard import W_MIN
 
 REPO = Path(__file__).resolve().parents[1]
 V1_ALL = 1000
@@ -62,7 +61,6 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
     guarded = estimator_from_state(bundle.estimator_state())
     held = target.select_items(bundle.item_ids)
-    sources = source.select_items(bundle.item_ids).values
     inner_value = guarded.inner_.predict_rows(held.values, 0.9)[0]
     reading_se = guarded.reading_.locate(held.values, inner_value)[1]
     out: dict[str, Any] = {"key": key, "recipe": recipe}
@@ -70,8 +68,8 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
         warnings.simplefilter("ignore")
         for name, fitted in (("guarded", guarded), ("inner", guarded.inner_)):
             out[name] = _metrics(fitted.estimate_matrix(held), truth[rows[1]])
-    out["outside"] = float(np.mean(guarded.outside_weight(held.values) > W_MIN))
-    out["sources_outside"] = float(np.mean(guarded.outside_weight(sources) > W_MIN))
+    out["outside"] = guarded.outside_share(held.values)
+    out["sources_outside"] = guarded.outside_share(source.select_items(bundle.item_ids).values)
     out["range"] = 100 * (guarded.top_ - guarded.bottom_)
     out["reading_se"] = float(100 * np.median(reading_se))
     return out
@@ -133,7 +131,7 @@ def note_split(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def note_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"Cells where the guard counted more than {NOTE_SHARE:.0%} of the sources themselves "
-        "as possibly outside (`microbench build` says so, `cli/build.py`), against the rest:",
+        "as possibly outside (`microbench build` says so, `build.py`), against the rest:",
         "",
         "| protocol | sources outside | cells | guarded MAE | inner MAE |",
         "|---|---|---:|---:|---:|",

@@ -37,11 +37,6 @@ from ._options import (
 )
 
 NEW_MODELS = ("any", "like-sources")
-SOURCES_OUTSIDE_NOTE = 0.5
-"""Share of the source models the guard itself counts as possibly outside them above which
-the build says so: on the peer suite's random splits where it did, the guarded estimate erred
-3.18 points against its inner regression's 2.47, elsewhere 2.22 against 2.19; on the strongest
-fifth the guard still paid there, 2.04 against 2.78 (``bench/guard_cost.md``)."""
 
 if TYPE_CHECKING:
     import numpy as np
@@ -260,7 +255,6 @@ def run(args: argparse.Namespace) -> int:
     from ..bundle import save_bundle
 
     folder = save_bundle(bundle, args.out, overwrite=args.overwrite)
-    warn_sources_outside(bundle, source)
     _print_summary(bundle, source, {"bundle": str(folder)})
     return 0
 
@@ -430,43 +424,8 @@ def _build_task(args: argparse.Namespace, source: ResponseMatrix, target: np.nda
         f"lm-eval run --model hf --model_args pretrained=MODEL --include_path "
         f"{shlex.quote(str(out))} --tasks {micro_task} --log_samples --output_path OUT"
     )
-    warn_sources_outside(bundle, source)
     _print_summary(bundle, source, {"task": micro_task, "yaml": str(yaml_path), "run": command})
     return 0
-
-
-def warn_sources_outside(bundle: Bundle, source: ResponseMatrix) -> None:
-    """Say when the bundle's guard counts most of its own source models as possibly beyond
-    them: the sources' scores then span a range narrow against what the bundle's items say
-    of one model, so the guard moves the estimates and widens the intervals of models like
-    the sources too (MuSR with 25-100 sources, ``bench/guard_cost.md``). Nothing changes; more
-    items narrow the reading."""
-    import warnings
-
-    import numpy as np
-
-    from ..estimators import GuardedEstimator, estimator_from_state
-    from ..outside.guard import W_MIN
-
-    estimator = estimator_from_state(bundle.estimator_state())
-    if not isinstance(estimator, GuardedEstimator):
-        return
-    values = source.select_items(bundle.item_ids).values
-    values = values[~np.isnan(values).any(axis=1)]
-    if not len(values):
-        return
-    share = float(np.mean(estimator.outside_weight(values) > W_MIN))
-    if share > SOURCES_OUTSIDE_NOTE:
-        span = 100 * (estimator.top_ - estimator.bottom_)
-        warnings.warn(
-            f"{source.source}: the guarded estimator counts {share:.0%} of the source models "
-            f"themselves as possibly beyond them: their scores span {span:.1f} points, narrow "
-            f"against what {bundle.budget} items say of one model. Models like the sources will "
-            "get wider intervals and noisier estimates than the inner regression alone would "
-            "give them, the price of following models beyond the sources (bench/guard_cost.md); "
-            "a larger budget narrows the reading",
-            stacklevel=2,
-        )
 
 
 def _print_summary(bundle: Bundle, source: ResponseMatrix, where: dict[str, str]) -> None:

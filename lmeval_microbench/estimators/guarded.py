@@ -62,6 +62,7 @@ from ..outside import (
     guarded_interval,
 )
 from ..outside.folds import DOWN, UP, ReadingScore, score_readings
+from ..outside.guard import W_MIN
 from ..outside.readings import make_reading
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS
@@ -314,6 +315,16 @@ class GuardedEstimator(ScoreEstimator):
         self._check_fitted()
         inner = self.inner_.predict_rows(values, 0.9)[0]
         return beyond_weight(*self.reading_.locate(values, inner), self.top_, self.bottom_)
+
+    def outside_share(self, values: np.ndarray) -> float:
+        """Share of the rows of ``values`` (answers on the subset; rows with a missing answer
+        left out, none: 0) that the guard counts as possibly outside the sources (weight over
+        ``W_MIN``): on the source models themselves, how often it acts for nothing."""
+        values = np.asarray(values, dtype=np.float64)
+        values = values[~np.isnan(values).any(axis=1)]
+        if not len(values):
+            return 0.0
+        return float(np.mean(self.outside_weight(values) > W_MIN))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
