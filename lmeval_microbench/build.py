@@ -80,6 +80,7 @@ def build_bundle(
         if needs_cross_fit(selector, source)
         else {}
     )
+    _note_not_cross_fitted(cross_fits, method, source)
     person_fit = build_spec(
         irt,
         source.values[:, source.item_positions(subset.item_ids)],
@@ -123,6 +124,23 @@ def build_bundle(
         license=license,
         person_fit=person_fit,
     )
+
+
+def _note_not_cross_fitted(
+    cross_fits: Mapping[str, np.ndarray], method: str, source: ResponseMatrix
+) -> None:
+    """Say when a selection that looks at the sources' answers could not be re-selected in
+    any fold (10 source models: every fold fits on 9): the intervals then rest on residuals
+    of the very models the items were picked on, and come out too narrow
+    (``bench/small_sources.md``)."""
+    if cross_fits and all(np.isnan(v).all() for v in cross_fits.values()):
+        warnings.warn(
+            f"{source.source}: {method} items look at the source models' answers, and "
+            f"{source.n_models} models leave no fold enough to pick them again, so the "
+            "intervals are calibrated on the models the items were picked on and may be too "
+            "narrow (bench/small_sources.md); --method stratified (or random) keeps them honest",
+            stacklevel=3,
+        )
 
 
 def _note_sources_outside(guard: GuardedEstimator, source: ResponseMatrix, subset: Subset) -> None:

@@ -21,6 +21,7 @@ fit instead of one per fold): they describe items, never the full scores.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from .errors import InputError
 from .estimators import make_estimator
-from .estimators._fitting import fold_labels
+from .estimators._fitting import MIN_SOURCE_MODELS, fold_labels
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
 from .selection import Selector, make_selector, select_with_audit
@@ -69,7 +70,7 @@ def selection_cross_fit(
     the fold's models): the estimator's own cross-fit fills those.
     """
     target = np.asarray(target, dtype=np.float64)
-    n_folds = min(n_folds, source.n_models)
+    n_folds = cross_fit_folds(source.n_models, n_folds)
     labels = fold_labels(source.n_models, n_folds, seed)
     out = {name: np.full(source.n_models, np.nan) for name in estimators}
     with warnings.catch_warnings():
@@ -79,6 +80,21 @@ def selection_cross_fit(
             fold = (train, test)
             _estimate_fold(source, target, fold, method, budget, n_audit, seed, irt, out)
     return out
+
+
+def cross_fit_folds(n_models: int, n_folds: int = CROSS_FIT_FOLDS) -> int:
+    """``n_folds``, or one model per fold where fewer folds would fit on fewer than
+    :data:`MIN_SOURCE_MODELS` models.
+
+    With 11 or 12 sources, five folds train on 8-10 models; no estimator fits on fewer than
+    10, so those folds failed and their models kept the optimistic fixed-subset estimate.
+    Leaving one model out trains on 10 or 11. (With 10 sources nothing re-selects: the
+    default build then draws random items, ``auto.FALLBACK``.)
+    """
+    k = min(n_folds, n_models)
+    if n_models - math.ceil(n_models / k) < MIN_SOURCE_MODELS:
+        return n_models
+    return k
 
 
 def _estimate_fold(

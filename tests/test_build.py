@@ -335,6 +335,43 @@ def test_selections_that_read_the_sources_answers_are_cross_fitted_on_few_source
     assert not needs_cross_fit(make_selector("balanced"), many)
 
 
+@pytest.mark.parametrize("n_models", [11, 12, 13, 40])
+def test_a_re_selecting_cross_fit_estimates_every_model_from_eleven_sources_on(matrix, n_models):
+    """Five folds of 11 or 12 models train on 8-10, which no estimator fits: those models
+    kept optimistic fixed-subset estimates. One model per fold leaves 10 or 11."""
+    from lmeval_microbench.crossfit import cross_fit_folds, selection_cross_fit
+
+    small = matrix.select_models(matrix.model_ids[:n_models])
+    assert cross_fit_folds(n_models) == (n_models if n_models < 13 else 5)
+    cross = selection_cross_fit(small, small.mean_scores(), "balanced", 15, ["mean"], seed=0)
+    assert np.isfinite(cross["mean"]).all()
+
+
+@pytest.mark.parametrize(
+    ("n_models", "method", "says"),
+    [(10, "balanced", True), (11, "balanced", False), (10, "stratified", False)],
+)
+def test_a_build_says_when_no_fold_could_re_select_the_items(matrix, n_models, method, says):
+    import warnings
+
+    small = matrix.select_models(matrix.model_ids[:n_models])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_bundle(
+            small,
+            small.mean_scores(),
+            name="b",
+            benchmark="bench",
+            method=method,
+            budget=15,
+            estimators=["guarded"],
+        )
+    said = [w for w in caught if "leave no fold enough" in str(w.message)]
+    assert bool(said) == says
+    if says:
+        assert "10 models" in str(said[0].message) and "--method stratified" in str(said[0].message)
+
+
 def test_a_re_selecting_cross_fit_sizes_guardeds_interval_not_its_estimate(matrix):
     """The guard's readings are fitted beside the inner estimator's fixed-subset estimates;
     a cross-fit whose folds re-selected the items widens the interval only."""

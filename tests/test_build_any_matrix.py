@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmeval_microbench.auto import FLOOR
+from lmeval_microbench.auto import FALLBACK
 from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.estimators import estimator_from_state
@@ -81,7 +81,7 @@ def test_awkward_matrices_give_working_bundles(tmp_path, damage):
 def test_ten_models_are_enough(tmp_path, capsys):
     assert build(tmp_path, matrix(n_models=10)) == 0
     bundle = load_bundle(tmp_path / "bundle")
-    assert bundle.default_estimator == "guarded" and bundle.subset.method == FLOOR.method
+    assert bundle.default_estimator == "guarded" and bundle.subset.method == FALLBACK.method
     assert "too few to cross-validate" in capsys.readouterr().err
 
 

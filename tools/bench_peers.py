@@ -43,6 +43,9 @@ share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and
     python tools/bench_peers.py --report-only --seeds 0,1 --psn-seeds 0-9   # the report
     python tools/bench_peers.py --only ours,ours_audit,ours_inside --seeds 0,1 \
         --psn-seeds 0-9 --peer-metrics bench/peers.json   # ours again, benchpred's as before
+    python tools/bench_peers.py --report-only --seeds 0,1 --psn-seeds 0-9 \
+        --peer-metrics bench/peers.json --ours-metrics bench/peers.json
+        # after rerunning ours* on the matrices a change reaches, the rest as before
 """
 
 from __future__ import annotations
@@ -423,19 +426,21 @@ def cell_metrics(record: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def earlier_peer_metrics(path: Path) -> dict[str, dict[str, Any]]:
-    """``cell key -> {"n_targets", "methods": {peer: metrics}}`` of an earlier report's JSON.
+def earlier_metrics(path: Path, methods: tuple[str, ...] = PEERS) -> dict[str, dict[str, Any]]:
+    """``cell key -> {"n_targets", "methods": {method: metrics}}`` of an earlier report's JSON.
 
     benchpred's methods take hours (``pirt`` and ``gpirt`` most) and do not change when our
     code does, so a rerun of ``ours*`` can take their per-cell metrics from the committed
     ``bench/peers.json`` (``--peer-metrics``) instead of a cache that a fresh checkout lacks.
-    Our own methods are never taken from it.
+    Our own methods come from it only where asked (``--ours-metrics``: a change that cannot
+    reach those cells, e.g. one for 10-12 source models, which only the psn blocks have), and
+    the report names the matrices whose ``ours*`` came from it.
     """
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return {
         cell["key"]: {
             "n_targets": cell["n_targets"],
-            "methods": {m: v for m, v in cell["methods"].items() if m in PEERS},
+            "methods": {m: v for m, v in cell["methods"].items() if m in methods},
         }
         for cell in cells
     }
@@ -449,9 +454,9 @@ def collect(
     v1_all: int,
     earlier: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per cell, the metrics of every method with a cached record; a benchpred method
-    without one takes its metrics from ``earlier`` (:func:`earlier_peer_metrics`) when that
-    report scored the same number of targets in the cell."""
+    """Per cell, the metrics of every method with a cached record; a method without one
+    takes its metrics from ``earlier`` (:func:`earlier_metrics`) when that report scored the
+    same number of targets in the cell (``from_earlier`` lists which)."""
     rows = []
     for matrix in sorted({c.matrix for c in cells}):
         _, truth, _ = load_matrix(matrix, data)
@@ -459,6 +464,7 @@ def collect(
         for cell in (c for c in cells if c.matrix == matrix):
             _, target = cell_rows(truth, cell, v1_all)
             row = {**asdict(cell), "key": cell.key, "n_targets": int(target.size), "methods": {}}
+            row["from_earlier"] = []
             before = (earlier or {}).get(cell.key, {})
             reusable = before.get("methods", {}) if before.get("n_targets") == target.size else {}
             for method in methods:
@@ -469,6 +475,7 @@ def collect(
                     row["methods"][method] = cell_metrics(record, truth[target])
                 elif method in reusable:
                     row["methods"][method] = reusable[method]
+                    row["from_earlier"].append(method)
             rows.append(row)
     return rows
 
@@ -501,6 +508,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="an earlier report's JSON (e.g. bench/peers.json): benchpred's per-cell metrics "
         "for cells the cache lacks, so that only our methods need rerunning",
     )
+    parser.add_argument(
+        "--ours-metrics",
+        type=Path,
+        help="an earlier report's JSON: our methods' per-cell metrics for cells the cache "
+        "lacks; only for a change that cannot reach those cells (the report says which)",
+    )
     return parser.parse_args(argv)
 
 
@@ -528,7 +541,12 @@ def main(argv: list[str] | None = None) -> None:
                 fill_ours(method, mine, args.data, cache, args.v1_all)
             else:
                 fill_peer(method, mine, args.data, cache, ensure_venv(args.venv), args.v1_all)
-    earlier = earlier_peer_metrics(args.peer_metrics) if args.peer_metrics else None
+    earlier = earlier_metrics(args.peer_metrics) if args.peer_metrics else {}
+    if args.ours_metrics:
+        for key, cell in earlier_metrics(args.ours_metrics, OURS).items():
+            merged = earlier.setdefault(key, {"n_targets": cell["n_targets"], "methods": {}})
+            if merged["n_targets"] == cell["n_targets"]:
+                merged["methods"].update(cell["methods"])
     rows = collect(cells, [*OURS, *PEERS], args.data, cache, args.v1_all, earlier)
     info = {
         "command": "python tools/bench_peers.py " + " ".join(argv or sys.argv[1:]),
@@ -540,6 +558,11 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.peer_metrics:
         info["peer_metrics_from"] = str(args.peer_metrics)
+    if args.ours_metrics:
+        info["ours_metrics_from"] = str(args.ours_metrics)
+        info["ours_kept_for"] = sorted(
+            {r["matrix"] for r in rows if set(r["from_earlier"]) & set(OURS)}
+        )
     write_report(rows, info, args.out)
 
 

@@ -19,6 +19,8 @@ SECTIONS = [
     ("peers_noise.md", "tools/peers_noise.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
+    ("small_sources.md", "tools/bench_small_sources.py"),
+    ("peers_fallback.md", "tools/peers_compare.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),
     ("v1_default_before_floor.md", "tools/bench_v1_default.py"),
     ("v1_balanced_kridge.md", "tools/bench_v1_default.py"),

@@ -304,6 +304,13 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) ->
             f"`{info['peer_metrics_from']}` (the same splits; they do not change with our code)."
             if info.get("peer_metrics_from")
             else ""
+        )
+        + (
+            f" Our methods' metrics of {', '.join(info['ours_kept_for'])} are also those of "
+            f"`{info['ours_metrics_from']}` (`--ours-metrics`: the change rerun here cannot "
+            "reach those cells)."
+            if info.get("ours_kept_for")
+            else ""
         ),
         "",
         "Full score = each model's mean over the matrix items (v2 and psn: the whole "

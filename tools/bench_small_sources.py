@@ -1,0 +1,212 @@
+"""Few source models: the default build beside the floor and the fallback, bench/small_sources.*.
+
+A user's own benchmark may have been answered by 10-20 models. There ``--method auto`` can
+hardly cross-validate a choice (with 10 models whose truth is the matrix mean it cannot, and
+falls back to ``auto.FALLBACK``), and a selection that looks at the sources' answers can
+hardly have its optimism measured by re-selecting folds (:mod:`lmeval_microbench.crossfit`).
+This script cuts the peer suite's real matrices to 10, 15 and 20 source models (the same
+splits as ``tools/bench_peers.py``: 20 % of the models held out at random or the strongest
+20 %, sources drawn from the rest) and builds, on each cell:
+
+* ``default``: what ``microbench build`` does (``--method auto``), then ``estimate``;
+* ``floor``: ``--method balanced --estimator guarded``, the floor of the choice;
+* ``fallback``: ``--method stratified --estimator guarded``, what a matrix too small to
+  choose on gets.
+
+The psn MMLU and BBH blocks have 12 models, so their cells have 10 sources and 2 targets
+(more seeds). Errors in points; coverage of the 90 % interval (mean over cells, and the
+tenth percentile of the cells' coverage: with 10 sources the interval rests on 10 residuals,
+so it is loose in one cell and tight in the next).
+
+    python tools/bench_small_sources.py --jobs 2       # about 15 minutes on 2 idle cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_peers import (
+    DATA,
+    PSN,
+    V1,
+    V2,
+    Cell,
+    build_ours,
+    build_recipe,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
+
+from lmeval_microbench._io import write_text_if_changed
+from lmeval_microbench.auto import FALLBACK, FLOOR
+from lmeval_microbench.estimators import estimator_from_state
+
+REPO = Path(__file__).resolve().parents[1]
+POPULATIONS = ("10", "15", "20")
+PROTOCOLS = ("random", "extrapolation")
+BUDGETS = (25, 50)
+RECIPES = {"floor": FLOOR, "fallback": FALLBACK}
+
+
+@lru_cache(maxsize=2)
+def _matrix(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    return load_matrix(name, DATA)
+
+
+def cells(seeds: int, psn_seeds: int) -> list[Cell]:
+    out = [
+        Cell(matrix, population, protocol, budget, seed)
+        for matrix in (*V1, *V2)
+        for population in POPULATIONS
+        for protocol in PROTOCOLS
+        for budget in BUDGETS
+        for seed in range(seeds)
+    ]
+    out += [
+        Cell(matrix, "all", protocol, budget, seed)
+        for matrix in PSN
+        for protocol in PROTOCOLS
+        for budget in BUDGETS
+        for seed in range(psn_seeds)
+    ]
+    return out
+
+
+def measure(cell: Cell) -> dict[str, Any]:
+    """Every recipe's error, coverage and width on one cell's held-out models."""
+    values, truth, ids = _matrix(cell.matrix)
+    rows = cell_rows(truth, cell, len(truth))
+    source, target = split_matrices(values, ids, rows)
+    out: dict[str, Any] = {"key": cell.key, "sources": int(rows[0].size)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle, _, out["default_recipe"] = build_ours("ours", values, truth, ids, cell, rows)
+        out["default"] = _metrics(bundle, target, truth[rows[1]])
+        for name, recipe in RECIPES.items():
+            bundle = build_recipe(cell, source, truth[rows[0]], recipe.method, recipe.estimator)
+            out[name] = _metrics(bundle, target, truth[rows[1]])
+    return out
+
+
+def _metrics(bundle: Any, target: Any, truth: np.ndarray) -> dict[str, float]:
+    estimator = estimator_from_state(bundle.estimator_state())
+    value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
+    return {
+        "mae": float(100 * np.mean(np.abs(value - truth))),
+        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "width": float(100 * np.mean(upper - lower)),
+    }
+
+
+def group_of(key: str) -> tuple[str, str]:
+    matrix, population, protocol, _, _ = key.split("/")
+    sources = "10 (psn)" if matrix in PSN else population
+    return sources, protocol
+
+
+def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault(group_of(r["key"]), []).append(r)
+    rows = []
+    for (sources, protocol), members in sorted(groups.items()):
+        row: dict[str, Any] = {"sources": sources, "protocol": protocol, "cells": len(members)}
+        for name in ("default", *RECIPES):
+            coverage = [m[name]["coverage"] for m in members]
+            row[name] = {
+                "mae": float(np.mean([m[name]["mae"] for m in members])),
+                "coverage": float(np.mean(coverage)),
+                "coverage_p10": float(np.quantile(coverage, 0.1)),
+                "width": float(np.mean([m[name]["width"] for m in members])),
+            }
+        row["default_is"] = _default_is(members)
+        rows.append(row)
+    return rows
+
+
+def _default_is(members: list[dict[str, Any]]) -> dict[str, int]:
+    labels = {f"{r.method}+{r.estimator}": name for name, r in RECIPES.items()}
+    counts: dict[str, int] = {}
+    for m in members:
+        name = labels.get(m["default_recipe"], "chosen")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    lines = [
+        "## Few source models: the default beside the floor and the fallback",
+        "",
+        f"Generated by `tools/bench_small_sources.py`; command: `{info['command']}`; "
+        f"{info['seconds']:.0f} s; load average {info['load'][0]} -> {info['load'][1]} "
+        "(2 shared cores). The peer suite's matrices cut to 10, 15 or 20 source models "
+        "(v1 six and v2 two: 4 seeds x budgets 25 and 50; psn MMLU and BBH: 10 sources, 10 "
+        "seeds), 20 % of the models held out at random or the strongest 20 %. `default`: "
+        "`microbench build` as shipped; `floor`: "
+        f"`--method {FLOOR.method} --estimator {FLOOR.estimator}`; `fallback`: "
+        f"`--method {FALLBACK.method} --estimator {FALLBACK.estimator}`, what a matrix too "
+        "small to choose on gets. MAE in points; `cov`: mean over cells of the 90 % "
+        "interval's coverage, `p10`: the tenth percentile of the cells' coverage.",
+        "",
+        "| sources | protocol | cells | default MAE | cov | p10 | width | floor MAE | cov "
+        "| p10 | width | fallback MAE | cov | p10 | width | default was |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in summary(results):
+        cols = []
+        for name in ("default", *RECIPES):
+            m = r[name]
+            cols.append(
+                f"{m['mae']:.2f} | {m['coverage']:.2f} | {m['coverage_p10']:.2f} | {m['width']:.1f}"
+            )
+        was = ", ".join(f"{k} {v}" for k, v in sorted(r["default_is"].items()))
+        lines.append(
+            f"| {r['sources']} | {r['protocol']} | {r['cells']} | "
+            + " | ".join(cols)
+            + f" | {was} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--psn-seeds", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    if not DATA.is_dir():
+        sys.exit(f"no real data at {DATA}: this benchmark needs ../shared/data")
+    todo = cells(args.seeds, args.psn_seeds)
+    todo.sort(key=lambda c: c.matrix)  # one matrix per worker at a time: its cache holds
+    start, load = time.perf_counter(), [round(os.getloadavg()[0], 2)]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(tqdm(pool.map(measure, todo, chunksize=8), total=len(todo), unit="cell"))
+    load.append(round(os.getloadavg()[0], 2))
+    info = {
+        "command": "python tools/bench_small_sources.py " + " ".join(argv or sys.argv[1:]),
+        "seconds": time.perf_counter() - start,
+        "load": load,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    payload = {"info": info, "summary": summary(results), "cells": results}
+    write_text_if_changed(args.out / "small_sources.json", json.dumps(payload, indent=1) + "\n")
+    write_text_if_changed(args.out / "small_sources.md", render(results, info))
+
+
+if __name__ == "__main__":
+    main()
