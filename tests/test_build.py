@@ -347,31 +347,6 @@ def test_a_re_selecting_cross_fit_estimates_every_model_from_eleven_sources_on(m
     assert np.isfinite(cross["mean"]).all()
 
 
-@pytest.mark.parametrize(
-    ("n_models", "method", "says"),
-    [(10, "balanced", True), (11, "balanced", False), (10, "stratified", False)],
-)
-def test_a_build_says_when_no_fold_could_re_select_the_items(matrix, n_models, method, says):
-    import warnings
-
-    small = matrix.select_models(matrix.model_ids[:n_models])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        build_bundle(
-            small,
-            small.mean_scores(),
-            name="b",
-            benchmark="bench",
-            method=method,
-            budget=15,
-            estimators=["guarded"],
-        )
-    said = [w for w in caught if "leave no fold enough" in str(w.message)]
-    assert bool(said) == says
-    if says:
-        assert "10 models" in str(said[0].message) and "--method stratified" in str(said[0].message)
-
-
 def test_a_re_selecting_cross_fit_sizes_guardeds_interval_not_its_estimate(matrix):
     """The guard's readings are fitted beside the inner estimator's fixed-subset estimates;
     a cross-fit whose folds re-selected the items widens the interval only."""

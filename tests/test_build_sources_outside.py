@@ -1,7 +1,8 @@
-"""The build's note when its guard counts most of its own sources as possibly beyond them
-(``build._note_sources_outside``): a source population whose scores span a range narrow
-against what the bundle's items say of one model (MuSR with 25-100 sources,
-``bench/guard_cost.md``)."""
+"""The build's notes on its sources: when its guard counts most of them as possibly beyond
+them (``build._note_sources_outside``: a population whose scores span a range narrow against
+what the bundle's items say of one model, MuSR with 25-100 sources, ``bench/guard_cost.md``),
+and when too few of them leave any fold to pick the items again (``build._note_not_cross_fitted``,
+``bench/small_sources.md``)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,17 @@ def sources(spread: float, seed: int = 0) -> ResponseMatrix:
     )
 
 
-def notes(matrix: ResponseMatrix, estimator: str = "guarded") -> list[str]:
-    """The build's warnings about its guard and the sources."""
+OUTSIDE = "source models themselves"
+NO_FOLD = "leave no fold enough"
+
+
+def notes(
+    matrix: ResponseMatrix,
+    estimator: str = "guarded",
+    method: str = "balanced",
+    marker: str = OUTSIDE,
+) -> list[str]:
+    """The build's warnings that hold ``marker``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         build_bundle(
@@ -34,13 +44,13 @@ def notes(matrix: ResponseMatrix, estimator: str = "guarded") -> list[str]:
             matrix.mean_scores(),
             name="t",
             benchmark="t",
-            method="balanced",
+            method=method,
             budget=25,
             seed=0,
             estimators=[estimator],
             default_estimator=estimator,
         )
-    return [str(w.message) for w in caught if "source models themselves" in str(w.message)]
+    return [str(w.message) for w in caught if marker in str(w.message)]
 
 
 def test_narrow_sources_get_the_note_and_wide_ones_do_not():
@@ -53,3 +63,15 @@ def test_narrow_sources_get_the_note_and_wide_ones_do_not():
 
 def test_no_note_without_the_guard():
     assert notes(sources(0.15), estimator="kridge") == []
+
+
+def test_ten_sources_leave_no_fold_to_re_select_balanced_items_and_the_build_says_so():
+    population = sources(1.5)
+    first = population.select_models(population.model_ids[:10])
+    (said,) = notes(first, marker=NO_FOLD)
+    assert said.startswith("pop.csv: balanced items") and "10 models" in said
+    assert "--method stratified" in said
+    # 11 models: one model per fold leaves 10 to pick on; stratified items pick on no answers
+    eleven = population.select_models(population.model_ids[:11])
+    assert notes(eleven, marker=NO_FOLD) == []
+    assert notes(first, method="stratified", marker=NO_FOLD) == []
