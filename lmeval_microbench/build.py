@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
-from .crossfit import needs_cross_fit, selection_cross_fit
+from .crossfit import cross_fit_folds, needs_cross_fit, selection_cross_fit
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, GuardedEstimator, make_estimator
 from .irt import fit_source_irt
@@ -80,7 +80,8 @@ def build_bundle(
         if needs_cross_fit(selector, source)
         else {}
     )
-    _note_not_cross_fitted(cross_fits, method, source)
+    if cross_fits and cross_fit_folds(source.n_models) == 0:
+        _note_not_cross_fitted(method, source)
     person_fit = build_spec(
         irt,
         source.values[:, source.item_positions(subset.item_ids)],
@@ -126,21 +127,18 @@ def build_bundle(
     )
 
 
-def _note_not_cross_fitted(
-    cross_fits: Mapping[str, np.ndarray], method: str, source: ResponseMatrix
-) -> None:
-    """Say when a selection that looks at the sources' answers could not be re-selected in
-    any fold (10 source models: every fold fits on 9): the intervals then rest on residuals
+def _note_not_cross_fitted(method: str, source: ResponseMatrix) -> None:
+    """Say that a selection that looks at the sources' answers cannot be re-selected in any
+    fold (10 source models: every fold would fit on 9): the intervals then rest on residuals
     of the very models the items were picked on, and come out too narrow
     (``bench/small_sources.md``)."""
-    if cross_fits and all(np.isnan(v).all() for v in cross_fits.values()):
-        warnings.warn(
-            f"{source.source}: {method} items look at the source models' answers, and "
-            f"{source.n_models} models leave no fold enough to pick them again, so the "
-            "intervals are calibrated on the models the items were picked on and may be too "
-            "narrow (bench/small_sources.md); --method stratified (or random) keeps them honest",
-            stacklevel=3,
-        )
+    warnings.warn(
+        f"{source.source}: {method} items look at the source models' answers, and "
+        f"{source.n_models} models leave no fold enough to pick them again, so the "
+        "intervals are calibrated on the models the items were picked on and may be too "
+        "narrow (bench/small_sources.md); --method stratified (or random) keeps them honest",
+        stacklevel=3,
+    )
 
 
 def _note_sources_outside(guard: GuardedEstimator, source: ResponseMatrix, subset: Subset) -> None:

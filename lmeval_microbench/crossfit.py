@@ -71,8 +71,10 @@ def selection_cross_fit(
     """
     target = np.asarray(target, dtype=np.float64)
     n_folds = cross_fit_folds(source.n_models, n_folds)
-    labels = fold_labels(source.n_models, n_folds, seed)
     out = {name: np.full(source.n_models, np.nan) for name in estimators}
+    if n_folds == 0:
+        return out
+    labels = fold_labels(source.n_models, n_folds, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for fold in range(n_folds):
@@ -84,13 +86,16 @@ def selection_cross_fit(
 
 def cross_fit_folds(n_models: int, n_folds: int = CROSS_FIT_FOLDS) -> int:
     """``n_folds``, or one model per fold where fewer folds would fit on fewer than
-    :data:`MIN_SOURCE_MODELS` models.
+    :data:`MIN_SOURCE_MODELS` models, or 0 where even that would (10 sources: no fold can
+    re-select, and none is run).
 
     With 11 or 12 sources, five folds train on 8-10 models; no estimator fits on fewer than
     10, so those folds failed and their models kept the optimistic fixed-subset estimate.
-    Leaving one model out trains on 10 or 11. (With 10 sources nothing re-selects: the
-    default build then draws random items, ``auto.FALLBACK``.)
+    Leaving one model out trains on 10 or 11. (With 10 sources the default build draws
+    random items instead, ``auto.FALLBACK``.)
     """
+    if n_models - 1 < MIN_SOURCE_MODELS:
+        return 0
     k = min(n_folds, n_models)
     if n_models - math.ceil(n_models / k) < MIN_SOURCE_MODELS:
         return n_models

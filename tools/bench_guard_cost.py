@@ -67,7 +67,7 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, fitted in (("guarded", guarded), ("inner", guarded.inner_)):
-            out[name] = _metrics(fitted.estimate_matrix(held), truth[rows[1]])
+            out[name] = interval_metrics(fitted.estimate_matrix(held), truth[rows[1]])
     out["outside"] = guarded.outside_share(held.values)
     out["sources_outside"] = guarded.outside_share(source.select_items(bundle.item_ids).values)
     out["range"] = 100 * (guarded.top_ - guarded.bottom_)
@@ -75,7 +75,8 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     return out
 
 
-def _metrics(found: tuple[np.ndarray, ...], truth: np.ndarray) -> dict[str, float]:
+def interval_metrics(found: tuple[np.ndarray, ...], truth: np.ndarray) -> dict[str, float]:
+    """MAE and mean width in points and coverage of ``(value, lower, upper)`` against ``truth``."""
     value, lower, upper = found
     return {
         "mae": float(100 * np.mean(np.abs(value - truth))),
@@ -228,7 +229,9 @@ def main(argv: list[str] | None = None) -> None:
         "note_split": note_split(results),
         "cells": results,
     }
-    write_text_if_changed(args.out / "guard_cost.json", json.dumps(payload, indent=1) + "\n")
+    write_text_if_changed(
+        args.out / "guard_cost.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    )
     write_text_if_changed(args.out / "guard_cost.md", render(results, info))
 
 

@@ -29,8 +29,8 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_balanced_guarded import matrix_of
+from bench_guard_cost import interval_metrics
 from bench_peers import (
     DATA,
     PSN,
@@ -47,7 +49,6 @@ from bench_peers import (
     build_ours,
     build_recipe,
     cell_rows,
-    load_matrix,
     split_matrices,
 )
 
@@ -60,11 +61,6 @@ POPULATIONS = ("10", "15", "20")
 PROTOCOLS = ("random", "extrapolation")
 BUDGETS = (25, 50)
 RECIPES = {"floor": FLOOR, "fallback": FALLBACK}
-
-
-@lru_cache(maxsize=2)
-def _matrix(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    return load_matrix(name, DATA)
 
 
 def cells(seeds: int, psn_seeds: int) -> list[Cell]:
@@ -88,7 +84,7 @@ def cells(seeds: int, psn_seeds: int) -> list[Cell]:
 
 def measure(cell: Cell) -> dict[str, Any]:
     """Every recipe's error, coverage and width on one cell's held-out models."""
-    values, truth, ids = _matrix(cell.matrix)
+    values, truth, ids = matrix_of(cell.matrix, DATA)
     rows = cell_rows(truth, cell, len(truth))
     source, target = split_matrices(values, ids, rows)
     out: dict[str, Any] = {"key": cell.key, "sources": int(rows[0].size)}
@@ -104,12 +100,7 @@ def measure(cell: Cell) -> dict[str, Any]:
 
 def _metrics(bundle: Any, target: Any, truth: np.ndarray) -> dict[str, float]:
     estimator = estimator_from_state(bundle.estimator_state())
-    value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
-    return {
-        "mae": float(100 * np.mean(np.abs(value - truth))),
-        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
-        "width": float(100 * np.mean(upper - lower)),
-    }
+    return interval_metrics(estimator.estimate_matrix(target.select_items(bundle.item_ids)), truth)
 
 
 def group_of(key: str) -> tuple[str, str]:
@@ -140,11 +131,7 @@ def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _default_is(members: list[dict[str, Any]]) -> dict[str, int]:
     labels = {f"{r.method}+{r.estimator}": name for name, r in RECIPES.items()}
-    counts: dict[str, int] = {}
-    for m in members:
-        name = labels.get(m["default_recipe"], "chosen")
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+    return dict(Counter(labels.get(m["default_recipe"], "chosen") for m in members))
 
 
 def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
@@ -204,7 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {"info": info, "summary": summary(results), "cells": results}
-    write_text_if_changed(args.out / "small_sources.json", json.dumps(payload, indent=1) + "\n")
+    write_text_if_changed(
+        args.out / "small_sources.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    )
     write_text_if_changed(args.out / "small_sources.md", render(results, info))
 
 

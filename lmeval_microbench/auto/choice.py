@@ -353,14 +353,11 @@ def _fallback(
             f"needs at least {MIN_SOURCE_MODELS} source models"
         )
     chosen = FALLBACK if floor == FLOOR else floor
+    why = "random items whose interval needs no folds" if chosen == FALLBACK else "as asked"
     note = (
         f"{matrix.n_models} models are too few to cross-validate a choice (each fold would "
-        f"leave fewer source models than an estimator needs): {chosen.label}, "
-        + (
-            "random items whose interval needs no folds, without a measured error"
-            if chosen == FALLBACK
-            else "as asked, without a measured error"
-        )
+        f"leave fewer source models than an estimator needs): {chosen.label}, {why}, without "
+        "a measured error"
     )
     per_budget = {b: BudgetChoice(b, chosen, []) for b in grid}
     protocol = {
