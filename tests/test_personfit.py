@@ -214,3 +214,41 @@ def test_a_random_responder_on_the_shipped_hellaswag_bundle(shared_data):
     assert np.mean([f.flagged for f in fits]) >= 0.95
     assert np.mean(contains) >= 0.95
     assert np.mean(moved) <= 0.05  # the point value too, not only the interval's end
+
+
+def _with_parts(params: ItemParams, theta: np.ndarray, seed: int, parts: int = 4) -> np.ndarray:
+    """Each item scored as the share of ``parts`` right/wrong parts (partial credit)."""
+    p = params.probability(theta)
+    draws = np.random.default_rng(seed).random((parts, *p.shape)) < p
+    return draws.mean(axis=0)
+
+
+def test_answer_spread_is_zero_for_right_wrong_and_the_parts_share_for_partial_credit():
+    params = _params()
+    rng = np.random.default_rng(20)
+    binary = _simulate(params, rng.normal(0, 1, (200, 1)), seed=21)
+    assert np.all(pf.statistics.answer_spread(binary) == 0.0)
+    guessers = (rng.random((4, 2000, N_ITEMS)) < 0.3).mean(axis=0)
+    # the mean of four right/wrong parts keeps 3/4 of y(1 - y)
+    assert np.median(pf.statistics.answer_spread(guessers)) == pytest.approx(0.75, abs=0.05)
+    holed = binary.copy()
+    holed[:, :5] = np.nan
+    holed[0] = np.nan
+    assert np.all(pf.statistics.answer_spread(holed) == 0.0)
+
+
+def test_partial_credit_ordinary_models_are_not_taken_for_guessers_and_guessers_are():
+    """Drawn right or wrong, random responders spread their scores far wider than a model
+    with partial credit, whose likelihood ratio then looked like guessing; matched to the
+    answers' spread, the test keeps its power on partial-credit guessers."""
+    params = _params()
+    ids = list(params.item_ids)
+    rng = np.random.default_rng(22)
+    ordinary = _with_parts(params, rng.normal(-1.5, 0.5, (300, 1)), seed=23)
+    guessers = (rng.random((4, 300, N_ITEMS)) < 0.25).mean(axis=0)
+    ordinary_test = pf.guessing_test(params, ordinary, ids, 0.25, n_simulations=500, seed=24)
+    guesser_fits = pf.person_fit(params, guessers, ids, 0.25, n_simulations=500, seed=25)
+    assert np.mean(ordinary_test.p_value >= 0.01) < 0.10
+    assert np.mean([f.guessing for f in guesser_fits]) > 0.95
+    p_under_null = pf.guessing_test(params, guessers, ids, 0.25, n_simulations=500).p_value
+    assert 0.02 < np.mean(p_under_null < 0.1) < 0.2

@@ -62,6 +62,7 @@ SECTIONS = [
     ("random_weights.md", "tools/bench_random_weights.py"),
     ("personfit.md", "tools/bench_personfit.py"),
     ("fit_effect.md", "tools/bench_fit_effect.py"),
+    ("fractional_fit.md", "tools/bench_fractional_fit.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),
     ("demo_time.md", "tools/bench_demo_time.py"),
     ("auto.md", "tools/bench_auto.py"),

@@ -20,8 +20,9 @@ interval can widen to what can honestly be said.
     probability of guessing. When guessing cannot be rejected (p >= ``alpha``) the interval
     must reach the chance-level full score (:func:`widen_for_fit`).
 
-Scores may be fractional (counted as fractional Bernoulli outcomes) and NaN where an item was
-not scored; every statistic uses the scored items of each row only.
+Scores may be fractional (counted as fractional Bernoulli outcomes; the guessing test's
+random responders then score with the same spread, :func:`.statistics.answer_spread`) and NaN
+where an item was not scored; every statistic uses the scored items of each row only.
 """
 
 from .bundles import (

@@ -23,6 +23,11 @@ DEFAULT_SIMULATIONS = 2000
 CHANCE_FLOOR = 1e-3
 """Per-item chance levels are clipped to [CHANCE_FLOOR, 1 - CHANCE_FLOOR] (gsm8k has 0)."""
 
+SPREAD_STEP = 0.05
+"""Rows whose :func:`answer_spread` rounds alike share their simulated random responders."""
+MAX_SPREAD = 0.95
+"""Largest spread simulated: scores closer to the mean than this are drawn as this."""
+
 _P_CLIP = 1e-10
 _SIM_CHUNK = 512
 
@@ -133,8 +138,9 @@ class GuessingTest:
     ``log_ratio`` = log marginal likelihood under the IRT model (ability integrated over its
     prior) minus log likelihood under guessing: positive favours the IRT model.
     ``p_value``: share of simulated random responders (same scored items, each right with
-    probability ``chance``) whose ``log_ratio`` is at least as large; large means the answers
-    look like guessing. ``posterior``: P(guessing | answers) at prior ``prior_guess``.
+    probability ``chance``; with partial credit, scores of mean ``chance`` spread as the row's
+    own, :func:`answer_spread`) whose ``log_ratio`` is at least as large; large means the
+    answers look like guessing. ``posterior``: P(guessing | answers) at prior ``prior_guess``.
     ``score_p_value``: two-sided, twice the share of those random responders whose right
     answers lie at least as far from their chance expectation on the same side: small means
     far more right, or far fewer, than guessing gives. The likelihood ratio alone cannot say
@@ -229,17 +235,19 @@ def guessing_test(
     score_p = np.full(values.shape[0], np.nan)
     excess = np.sum(np.where(observed, values - chance, 0.0), axis=1)
     rng = np.random.default_rng(seed)
-    patterns: dict[bytes, list[int]] = {}
+    spread = answer_spread(values)
+    patterns: dict[tuple[bytes, float], list[int]] = {}
     for row in range(values.shape[0]):
         if observed[row].any():
-            patterns.setdefault(np.packbits(observed[row]).tobytes(), []).append(row)
-    for rows in patterns.values():
+            key = (np.packbits(observed[row]).tobytes(), float(spread[row]))
+            patterns.setdefault(key, []).append(row)
+    for (_, row_spread), rows in patterns.items():
         mask = observed[rows[0]]
         sub = columns.subset([columns.item_ids[k] for k in np.flatnonzero(mask)])
         simulated, sums = [], []
         for start in range(0, n_simulations, _SIM_CHUNK):
             size = min(_SIM_CHUNK, n_simulations - start)
-            draws = (rng.random((size, int(mask.sum()))) < chance[mask]).astype(np.float64)
+            draws = _random_responders(rng, chance[mask], size, row_spread)
             simulated.append(
                 _marginal_loglik(sub, draws, prior_mean, prior_sd)
                 - _guess_loglik(draws, chance[mask])
@@ -251,6 +259,43 @@ def guessing_test(
     posterior = expit(prior_logit - ratio)
     posterior[~observed.any(axis=1)] = prior_guess
     return GuessingTest(ratio, p_value, posterior, score_p)
+
+
+def answer_spread(values: np.ndarray) -> np.ndarray:
+    """How fractional each row's scores are, in [0, MAX_SPREAD], in steps of SPREAD_STEP.
+
+    The mean of ``y (1 - y)`` over the scored items as a share of ``m (1 - m)`` at the row's
+    mean score ``m``: 0 for right/wrong answers, 3/4 for the mean of four right/wrong parts,
+    near 1 for scores that sit close to the row's mean. A random responder of a benchmark with
+    partial credit scores alike (:func:`_random_responders`); drawn right or wrong instead, it
+    spread its scores far wider than a real model's fractional ones, so a real model's
+    likelihood ratio looked like guessing: with every four MuSR items scored as one (the share
+    right), the test took 0.74 of held-out leaderboard models for guessers, against 0.11 of
+    them as answered right/wrong; with responders of the answers' spread, 0.35, and 0.98-0.99
+    of simulated guessers still caught (``bench/fractional_fit.md``).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    scored = (~np.isnan(values)).sum(axis=1)
+    mean = np.nansum(values, axis=1) / np.maximum(scored, 1)
+    fractional = np.nansum(values * (1.0 - values), axis=1) / np.maximum(scored, 1)
+    binary_part = mean * (1.0 - mean)
+    share = np.divide(fractional, binary_part, out=np.zeros_like(mean), where=binary_part > 0)
+    share = np.clip(share, 0.0, MAX_SPREAD)
+    return np.round(share / SPREAD_STEP) * SPREAD_STEP
+
+
+def _random_responders(
+    rng: np.random.Generator, chance: np.ndarray, size: int, spread: float
+) -> np.ndarray:
+    """``size`` random responders' scores on items of chance levels ``chance``: right with
+    probability ``chance`` for right/wrong answers (``spread`` 0), else Beta scores of mean
+    ``chance`` whose ``y (1 - y)`` keeps the share ``spread`` of ``chance (1 - chance)`` (the
+    precision ``spread / (1 - spread)``; 3/4: the variance of the mean of four right/wrong
+    parts)."""
+    if spread <= 0:
+        return (rng.random((size, chance.size)) < chance).astype(np.float64)
+    precision = spread / (1.0 - spread)
+    return rng.beta(chance * precision, (1.0 - chance) * precision, size=(size, chance.size))
 
 
 def _two_sided(null: np.ndarray, observed: np.ndarray) -> np.ndarray:
