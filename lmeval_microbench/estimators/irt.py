@@ -34,6 +34,7 @@ from ..irt.params import MODEL_TYPES, ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._fitting import fit_line, fold_labels
+from ._item_curve import ItemCurve
 from .anchor import anchor_se, anchor_sum
 from .base import ScoreEstimator
 
@@ -116,6 +117,7 @@ class _IRTBased(ScoreEstimator):
                 f"{self.name}: the IRT parameters must cover every item of {source.source}: {exc}"
             ) from exc
         self.subset_columns_: np.ndarray = self.params_.positions(self.item_ids_)
+        self._item_curve = ItemCurve.of(self.params_)
 
     def _feature_state(self) -> dict[str, Any]:
         return {"params": self.params_.to_dict()}
@@ -127,6 +129,7 @@ class _IRTBased(ScoreEstimator):
     def _load_feature_state(self, state: dict[str, Any]) -> None:
         self.params_ = ItemParams.from_dict(state["params"])
         self.subset_columns_ = self.params_.positions(self.item_ids_)
+        self._item_curve = ItemCurve.of(self.params_)
 
     def _abilities(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Abilities (m, D) and their standard errors from the subset scores (NaN skipped)."""
@@ -137,6 +140,9 @@ class _IRTBased(ScoreEstimator):
 
     def _irt_mean(self, theta: np.ndarray, theta_se: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean predicted probability over all items, with its delta-method se."""
+        if self._item_curve is not None:  # a large benchmark: off the grid (._item_curve)
+            raw, gradient = self._item_curve.read(self.params_, theta)
+            return raw, delta_se(gradient, theta_se)
         raw = self.params_.probability(theta).mean(axis=1)
         gradient = probability_slope(self.params_, theta).mean(axis=1)
         return raw, delta_se(gradient, theta_se)
@@ -145,6 +151,8 @@ class _IRTBased(ScoreEstimator):
         self, values: np.ndarray, theta: np.ndarray, theta_se: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Observed scores where present, IRT predictions elsewhere, averaged over all items."""
+        if self._item_curve is not None:
+            return self._pirt_from_curve(self._item_curve, values, theta, theta_se)
         probability = self.params_.probability(theta)
         observed = np.zeros(probability.shape, dtype=bool)
         observed[:, self.subset_columns_] = ~np.isnan(values)
@@ -155,6 +163,21 @@ class _IRTBased(ScoreEstimator):
         raw = completed.mean(axis=1)
         slope = probability_slope(self.params_, theta) * (~observed)[:, :, None]
         return raw, delta_se(slope.mean(axis=1), theta_se)
+
+    def _pirt_from_curve(
+        self, curve: ItemCurve, values: np.ndarray, theta: np.ndarray, theta_se: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_pirt` with the all-item means off ``curve``: the observed subset items
+        swap their prediction for their score, and leave the slope."""
+        mean_p, mean_slope = curve.read(self.params_, theta)
+        subset = self.params_.subset(list(self.item_ids_))
+        observed = ~np.isnan(values)
+        n_items = self.params_.n_items
+        gap = np.where(observed, values - subset.probability(theta), 0.0)
+        asked_slope = probability_slope(subset, theta) * observed[:, :, None]
+        raw = mean_p + gap.sum(axis=1) / n_items
+        slope = mean_slope - asked_slope.sum(axis=1) / n_items
+        return raw, delta_se(slope, theta_se)
 
 
 class IRTEstimator(_IRTBased):
