@@ -23,6 +23,7 @@ was (random responders right or wrong whatever the answers); ``matched null``: n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -54,14 +55,12 @@ def with_parts(values: np.ndarray, ids: list[str], parts: int) -> tuple[np.ndarr
 
 
 def flags(bundle: Any, values: np.ndarray, binary_null: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: flagged for either reason, and taken for a guesser."""
-    if binary_null:
-        zero = mock.patch.object(
-            fit_statistics, "answer_spread", lambda v: np.zeros(np.asarray(v).shape[0])
-        )
-        with zero:
-            fits = bundle_person_fit(bundle, values)
-    else:
+    """Per row: flagged for either reason, and taken for a guesser (``binary_null``: with
+    random responders drawn right or wrong whatever the answers, the test before)."""
+    right_or_wrong = mock.patch.object(
+        fit_statistics, "answer_spread", lambda v: np.zeros(np.asarray(v).shape[0])
+    )
+    with right_or_wrong if binary_null else contextlib.nullcontext():
         fits = bundle_person_fit(bundle, values)
     assert fits is not None, "every build carries a person-fit block"
     return np.array([f.flagged for f in fits]), np.array([f.guessing for f in fits])

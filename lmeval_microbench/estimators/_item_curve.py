@@ -32,11 +32,15 @@ _CACHE_SIZE = 8
 _cache: dict[bytes, ItemCurve] = {}
 
 
+def slope_scale(params: ItemParams, theta: np.ndarray) -> np.ndarray:
+    """dP/dtheta of every item at every ability per unit of its slope ``a``: (m, n)."""
+    star = expit(_math.logits(theta, params.a, params.d))
+    return (params.u - params.g) * star * (1.0 - star)
+
+
 def mean_slope_exact(params: ItemParams, theta: np.ndarray) -> np.ndarray:
     """Mean over items of dP/dtheta at every ability, exactly: (m, D)."""
-    star = expit(_math.logits(theta, params.a, params.d))
-    scale = (params.u - params.g) * star * (1.0 - star)
-    return scale @ params.a / params.n_items
+    return slope_scale(params, theta) @ params.a / params.n_items
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from ..errors import InputError, ItemMismatchError
-from ..irt import IRTModel, _math, estimate_abilities
+from ..irt import IRTModel, estimate_abilities
 from ..irt.params import MODEL_TYPES, ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._fitting import fit_line, fold_labels
-from ._item_curve import ItemCurve
+from ._item_curve import ItemCurve, slope_scale
 from .anchor import anchor_se, anchor_sum
 from .base import ScoreEstimator
 
@@ -44,9 +43,7 @@ LAMBDA_GRID = np.linspace(0.0, 1.0, 21)
 
 def probability_slope(params: ItemParams, theta: np.ndarray) -> np.ndarray:
     """dP/dtheta of every item at every ability: shape (m, n, D)."""
-    star = expit(_math.logits(theta, params.a, params.d))
-    scale = (params.u - params.g) * star * (1.0 - star)
-    return scale[:, :, None] * params.a[None, :, :]
+    return slope_scale(params, theta)[:, :, None] * params.a[None, :, :]
 
 
 def delta_se(gradient: np.ndarray, theta_se: np.ndarray) -> np.ndarray:
@@ -116,7 +113,13 @@ class _IRTBased(ScoreEstimator):
             raise ItemMismatchError(
                 f"{self.name}: the IRT parameters must cover every item of {source.source}: {exc}"
             ) from exc
+        self._derive_from_params()
+
+    def _derive_from_params(self) -> None:
+        """What predictions read off ``params_``: the subset's columns and parameters, and
+        the all-item curve of a large benchmark (:mod:`._item_curve`)."""
         self.subset_columns_: np.ndarray = self.params_.positions(self.item_ids_)
+        self._subset_params = self.params_.subset(list(self.item_ids_))
         self._item_curve = ItemCurve.of(self.params_)
 
     def _feature_state(self) -> dict[str, Any]:
@@ -124,12 +127,11 @@ class _IRTBased(ScoreEstimator):
 
     def _imputation_params(self) -> ItemParams | None:
         """The estimator's own fit covers the subset: it imputes without a bundle's help."""
-        return self.imputation_params_ or self.params_.subset(list(self.item_ids_))
+        return self.imputation_params_ or self._subset_params
 
     def _load_feature_state(self, state: dict[str, Any]) -> None:
         self.params_ = ItemParams.from_dict(state["params"])
-        self.subset_columns_ = self.params_.positions(self.item_ids_)
-        self._item_curve = ItemCurve.of(self.params_)
+        self._derive_from_params()
 
     def _abilities(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Abilities (m, D) and their standard errors from the subset scores (NaN skipped)."""
@@ -170,7 +172,7 @@ class _IRTBased(ScoreEstimator):
         """:meth:`_pirt` with the all-item means off ``curve``: the observed subset items
         swap their prediction for their score, and leave the slope."""
         mean_p, mean_slope = curve.read(self.params_, theta)
-        subset = self.params_.subset(list(self.item_ids_))
+        subset = self._subset_params
         observed = ~np.isnan(values)
         n_items = self.params_.n_items
         gap = np.where(observed, values - subset.probability(theta), 0.0)
