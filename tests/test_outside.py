@@ -405,3 +405,17 @@ def test_whole_benchmark_estimates_count_asked_items_exactly():
     assert other.finite_ is None
     _, lower, upper = other.estimate_matrix(items)
     assert np.any(lower < known - 1e-6) or np.any(upper > known + 10 / N_ITEMS + 1e-6)
+
+
+def test_logistic_sums_equal_the_sum_over_every_item():
+    """Items sharing a logit are summed once, times their count: the same sums, binary
+    rates (few distinct logits) or partial credit (all distinct)."""
+    from scipy.special import expit
+
+    from lmeval_microbench.outside.readings.own import logistic_sums, shift_grid
+
+    grid = shift_grid()
+    rng = np.random.default_rng(0)
+    for logits in (rng.choice([-2.0, 0.0, 0.5, 3.0], size=300), rng.normal(size=120)):
+        direct = expit(grid[:, None] + logits[None, :]).sum(axis=1)
+        np.testing.assert_allclose(logistic_sums(grid, logits), direct, rtol=1e-12)

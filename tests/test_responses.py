@@ -121,6 +121,25 @@ def test_select_models_and_drop_items(small):
     assert dropped.item_ids == ("mmlu.anatomy.1", "mmlu.law.7", "mmlu.law.8")
 
 
+def test_selected_rows_equal_a_matrix_built_from_them(small):
+    """select_models skips re-checking the items: the result must still be the matrix a full
+    construction gives, its own copy, read-only, and refuse a model asked for twice."""
+    picked = small.select_models(["m/c", "m/a"])
+    built = ResponseMatrix(
+        small.values[[2, 0]], ["m/c", "m/a"], small.item_ids, items=small.items,
+        models=small.models.loc[["m/c", "m/a"]], source=small.source,
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(picked.items, built.items)
+    pd.testing.assert_frame_equal(picked.models, built.models)
+    assert picked.row("m/a") == small.row("m/a")
+    assert picked.item_positions(["mmlu.law.8"]).tolist() == [3]
+    assert picked.items is not small.items and not picked.values.flags.writeable
+    picked.items.loc["mmlu.law.8", "content_hash"] = "changed"
+    assert small.items.loc["mmlu.law.8", "content_hash"] == "h4"
+    with pytest.raises(InputError, match="duplicate model ids"):
+        small.select_models(["m/a", "m/a"])
+
+
 def test_alignment_by_id_survives_reordering(small):
     """Two matrices with the same content in different column order agree item by item."""
     reordered = small.select_items(list(reversed(small.item_ids))).select_models(

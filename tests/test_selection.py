@@ -304,3 +304,22 @@ def test_greedy_candidate_pool_bounds_the_choice(source):
         make_selector("greedy", max_candidates=5).select(source, 10)
     with pytest.raises(InputError, match="loss"):
         make_selector("greedy", loss="mape").select(source, 3)
+
+
+def test_kmeans_cluster_means_match_a_loop_over_members():
+    """The centre update is one sparse product: it must be each cluster's mean, and leave an
+    empty cluster empty (size 0) for k-means to reseed."""
+    from lmeval_microbench.selection.anchor_points import _cluster_means, kmeans
+
+    rng = np.random.default_rng(3)
+    points = rng.standard_normal((40, 6))
+    labels = rng.integers(0, 4, size=40)
+    labels[labels == 2] = 1  # cluster 2 empty
+    means, sizes = _cluster_means(points, labels, 5)
+    assert sizes.tolist() == [int((labels == j).sum()) for j in range(5)]
+    for j in (0, 1, 3):
+        np.testing.assert_allclose(means[j], points[labels == j].mean(axis=0), rtol=1e-12)
+    assert not means[2].any() and not means[4].any()
+    found, centres = kmeans(points, 4, np.random.default_rng(0))
+    for j in range(4):  # a fixed point of Lloyd's step: every centre its members' mean
+        np.testing.assert_allclose(centres[j], points[found == j].mean(axis=0), rtol=1e-12)

@@ -8,11 +8,11 @@ average before and after (other processes on a shared machine slow every number)
 build's peak memory. Writes ``bench/build_speed.json`` and ``.md``.
 
 Whole current benchmarks run to thousands of items (MMLU-Pro 12,032, BBH 5,761). ``--wide K``
-adds a build on MuSR's answers repeated K times side by side, 8 % of each copy's answers
-flipped at random so that no two items are the same (348 x 756 K; real answers, not a real
-benchmark), to show how the time and memory grow with the items.
+(a comma list: one build per K) adds a build on MuSR's answers repeated K times side by side,
+8 % of each copy's answers flipped at random so that no two items are the same (348 x 756 K;
+real answers, not a real benchmark), to show how the time and memory grow with the items.
 
-    python tools/bench_build_speed.py --repeats 1 --wide 8
+    python tools/bench_build_speed.py --repeats 1 --wide 8,16
 """
 
 from __future__ import annotations
@@ -85,14 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--wide", type=int, default=0, help="also MuSR repeated K times")
+    parser.add_argument(
+        "--wide", default="", help="also MuSR repeated K times, for each K of a comma list"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         matrices = [args.data / f"{name}.parquet" for name in ("ifeval", "musr")]
-        if args.wide:
-            matrices.append(wide_matrix(args.data / "musr.parquet", args.wide, Path(tmp)))
+        for copies in (int(k) for k in args.wide.split(",") if k):
+            matrices.append(wide_matrix(args.data / "musr.parquet", copies, Path(tmp)))
         for matrix in matrices:
             rows, items = pd.read_parquet(matrix).shape
             for _ in range(args.repeats):

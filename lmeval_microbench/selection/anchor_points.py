@@ -8,6 +8,7 @@ score (Vivek et al., 2023; tinyBenchmarks uses the same weighting).
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from .._rng import SeedLike, as_generator
 from ..responses import ResponseMatrix
@@ -37,43 +38,59 @@ def standardised_item_profiles(source: ResponseMatrix) -> np.ndarray:
     return (centred / scale).T
 
 
-def _kmeans_plus_plus(points: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+def _kmeans_plus_plus(
+    points: np.ndarray, k: int, rng: np.random.Generator, norms: np.ndarray
+) -> np.ndarray:
     n = points.shape[0]
     centres = np.empty((k, points.shape[1]))
     centres[0] = points[rng.integers(n)]
-    closest = np.sum((points - centres[0]) ** 2, axis=1)
+    closest = _squared_distances(points, centres[:1], norms)[:, 0]
     for j in range(1, k):
         total = closest.sum()
         probs = closest / total if total > 0 else np.full(n, 1.0 / n)
         centres[j] = points[rng.choice(n, p=probs)]
-        closest = np.minimum(closest, np.sum((points - centres[j]) ** 2, axis=1))
+        closest = np.minimum(closest, _squared_distances(points, centres[j : j + 1], norms)[:, 0])
     return centres
 
 
-def _squared_distances(points: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    sq = np.sum(points**2, axis=1)[:, None] - 2.0 * points @ centres.T + np.sum(centres**2, axis=1)
+def _squared_distances(
+    points: np.ndarray, centres: np.ndarray, norms: np.ndarray | None = None
+) -> np.ndarray:
+    """Squared distances of every row of ``points`` to every centre (``norms``: the rows'
+    squared norms, computed once by callers that ask many times)."""
+    norms = np.sum(points**2, axis=1) if norms is None else norms
+    sq = norms[:, None] - 2.0 * points @ centres.T + np.sum(centres**2, axis=1)
     return np.maximum(sq, 0.0)
+
+
+def _cluster_means(points: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each cluster's mean row (zeros where it is empty) and its size, in one sparse product:
+    a loop over the clusters' member rows took a quarter of ``build`` on 12,096 items."""
+    n = points.shape[0]
+    members = sparse.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n))
+    sizes = np.bincount(labels, minlength=k)
+    sums = np.asarray(members @ points)
+    return sums / np.maximum(sizes, 1)[:, None], sizes
 
 
 def kmeans(
     points: np.ndarray, k: int, rng: np.random.Generator, *, max_iter: int = 100
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lloyd's k-means with k-means++ start; returns (labels, centres). Empty clusters reseed."""
-    centres = _kmeans_plus_plus(points, k, rng)
+    norms = np.sum(points**2, axis=1)
+    centres = _kmeans_plus_plus(points, k, rng, norms)
     labels = np.full(points.shape[0], -1)
     for _ in range(max_iter):
-        distances = _squared_distances(points, centres)
+        distances = _squared_distances(points, centres, norms)
         new_labels = np.argmin(distances, axis=1)
         if np.array_equal(new_labels, labels):
             break
         labels = new_labels
-        for j in range(k):
-            members = labels == j
-            if members.any():
-                centres[j] = points[members].mean(axis=0)
-            else:  # move an empty centre to the point worst served by its centre
-                worst = int(np.argmax(distances[np.arange(len(labels)), labels]))
-                centres[j] = points[worst]
+        means, sizes = _cluster_means(points, labels, k)
+        centres = np.where(sizes[:, None] > 0, means, centres)
+        if (sizes == 0).any():  # move empty centres to the point worst served by its centre
+            worst = int(np.argmax(distances[np.arange(len(labels)), labels]))
+            centres[sizes == 0] = points[worst]
     return labels, centres
 
 

@@ -28,7 +28,7 @@ from scipy.special import expit
 
 from ...errors import InputError
 from .base import Reading, ScaleMap, SourceView, floats, number
-from .own import SHIFT_STEPS, level_posterior, shift_grid
+from .own import SHIFT_STEPS, level_posterior, logistic_sums, shift_grid
 
 MIN_AUDIT = 2
 """Fewest audit items: the residual spread needs two."""
@@ -59,7 +59,7 @@ class AuditReading(Reading):
         grid = shift_grid()
         self.audit_ = view.audit.copy()
         self.logits_ = logits[view.positions]
-        self.rest_sum_ = expit(grid[:, None] + logits[None, rest]).sum(axis=1)
+        self.rest_sum_ = logistic_sums(grid, logits[rest])
         self.n_items_ = view.n_items
         self.scale_ = view.scale_map()
         return self

@@ -29,6 +29,17 @@ def shift_grid() -> np.ndarray:
     return np.linspace(-SHIFT_BOUND, SHIFT_BOUND, SHIFT_STEPS)
 
 
+def logistic_sums(grid: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """``sum_i logistic(g + logits_i)`` at each shift ``g`` of ``grid``.
+
+    Items share a logit wherever the same number of sources answered them right (binary
+    answers: at most one value per count), so each distinct logit is summed once, times how
+    many items have it: on 12,096 items this was a tenth of ``build``'s time.
+    """
+    distinct, counts = np.unique(logits, return_counts=True)
+    return expit(grid[:, None] + distinct[None, :]) @ counts
+
+
 def level_posterior(values: np.ndarray, logits: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Posterior weights over ``grid`` shifts (flat prior), one row per model.
 
@@ -53,7 +64,7 @@ class OwnLevelReading(Reading):
         rest[view.positions] = False
         grid = shift_grid()
         self.logits_ = logits[view.positions]
-        self.rest_sum_ = expit(grid[:, None] + logits[None, rest]).sum(axis=1)
+        self.rest_sum_ = logistic_sums(grid, logits[rest])
         self.n_items_ = view.n_items
         self.scale_ = view.scale_map()
         return self
