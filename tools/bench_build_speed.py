@@ -11,8 +11,10 @@ Whole current benchmarks run to thousands of items (MMLU-Pro 12,032, BBH 5,761).
 (a comma list: one build per K) adds a build on MuSR's answers repeated K times side by side,
 8 % of each copy's answers flipped at random so that no two items are the same (348 x 756 K;
 real answers, not a real benchmark), to show how the time and memory grow with the items.
+``--v1 NAME`` adds an Open LLM Leaderboard v1 matrix with every model it holds (GSM8K: 4,054 x
+249), for the growth with the models.
 
-    python tools/bench_build_speed.py --repeats 1 --wide 8,16
+    python tools/bench_build_speed.py --repeats 1 --wide 8,16 --v1 gsm8k
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "openllm_v2" / "responses"
+V1 = REPO.parent / "shared" / "data" / "openllm_v1" / "responses"
 TARGET_SECONDS = 60
 FLIP_SHARE = 0.08
 
@@ -88,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wide", default="", help="also MuSR repeated K times, for each K of a comma list"
     )
+    parser.add_argument(
+        "--v1", default="", help="also these v1 matrices with all their models (comma list)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     runs = []
@@ -95,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         matrices = [args.data / f"{name}.parquet" for name in ("ifeval", "musr")]
         for copies in (int(k) for k in args.wide.split(",") if k):
             matrices.append(wide_matrix(args.data / "musr.parquet", copies, Path(tmp)))
+        matrices += [V1 / f"{name}_B.parquet" for name in args.v1.split(",") if name]
         for matrix in matrices:
             rows, items = pd.read_parquet(matrix).shape
             for _ in range(args.repeats):
@@ -111,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "Load average: the machine's 1-minute load when the build started and ended (2 cores; "
         "above 2, other processes shared them). `musr_xK`: MuSR's answers K times side by "
         f"side, {FLIP_SHARE:.0%} of each copy's answers flipped (the size of a whole current "
-        "benchmark such as BBH or MMLU-Pro; real answers, not a real benchmark).",
+        "benchmark such as BBH or MMLU-Pro; real answers, not a real benchmark). `NAME_B`: an Open "
+        "LLM Leaderboard v1 matrix with all its models (metabench's items).",
         "",
         "| matrix | models x items | wall (s) | CPU (s) | peak memory (MiB) | load before / after "
         "| choice |",
