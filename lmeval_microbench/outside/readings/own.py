@@ -34,7 +34,7 @@ def logistic_sums(grid: np.ndarray, logits: np.ndarray) -> np.ndarray:
 
     Items share a logit wherever the same number of sources answered them right (binary
     answers: at most one value per count), so each distinct logit is summed once, times how
-    many items have it: on 12,096 items this was a tenth of ``build``'s time.
+    many items have it: on 12,096 items the sum over every item took 7 % of ``build``'s time.
     """
     distinct, counts = np.unique(logits, return_counts=True)
     return expit(grid[:, None] + distinct[None, :]) @ counts
