@@ -19,6 +19,7 @@ SECTIONS = [
     ("peers_noise.md", "tools/peers_noise.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
+    ("guard_variants.md", "tools/bench_guard_variants.py"),
     ("small_sources.md", "tools/bench_small_sources.py"),
     ("peers_fallback.md", "tools/peers_compare.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),

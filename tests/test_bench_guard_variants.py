@@ -1,0 +1,75 @@
+"""tools/bench_guard_variants.py: alternatives to the guard's rule, on the guard's own parts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tools_support import tools_module
+
+
+def _parts(**changes):
+    """Guard parts of three models above a source range of [0.40, 0.50] (whole benchmark)."""
+    parts = {
+        "key": "m/all/random/50/0",
+        "recipe": "balanced+guarded",
+        "truth": np.array([0.45, 0.60, 0.70]),
+        "inner": (
+            np.array([0.45, 0.48, 0.49]),
+            np.array([0.42, 0.45, 0.46]),
+            np.array([0.48, 0.51, 0.52]),
+        ),
+        "reading": (np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])),
+        "located": (np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])),
+        "band": (np.array([0.36, 0.48, 0.70]), np.array([0.56, 0.68, 0.74])),
+        "top": 0.50,
+        "bottom": 0.40,
+        "guard_above": True,
+        "floor": 0.0,
+    }
+    parts.update(changes)
+    parts["shipped"] = tools_module("bench_guard_variants").as_shipped(parts)
+    return parts
+
+
+def test_variants_recombine_the_guard_and_differ_where_they_should():
+    tool = tools_module("bench_guard_variants")
+    parts = _parts()
+    shipped = tool.as_shipped(parts)
+    # the far model (reading 0.72 +- 0.01) is outside for sure: estimate = reading, interval spans
+    assert shipped[0][2] == pytest.approx(0.72) and shipped[1][2] == pytest.approx(0.46)
+    # a model whose reading agrees with the inner estimate within their noise is not moved
+    consistent = tool.consistent(parts)
+    assert consistent[0][0] == pytest.approx(0.45) and shipped[0][0] > 0.45
+    # one that disagrees far beyond it moves nearly all the way
+    assert consistent[0][2] == pytest.approx(0.72, abs=0.005)
+    # with the reading's band alone, the far model's interval loses the inner side
+    alone = tool.band_alone(0.99)(parts)
+    assert alone[1][2] == pytest.approx(0.70) and shipped[1][2] < 0.70
+    # even prior odds count a model just inside the narrow range as less likely outside
+    assert tool.even_prior(parts)[0][0] < shipped[0][0]
+    scored = tool.score_cell(parts)
+    assert set(scored) == {"key", "recipe", *tool.VARIANTS}
+    assert scored["as shipped"]["coverage"] == pytest.approx(1.0)
+    rows = tool.summary([scored])
+    assert {r["variant"] for r in rows} == set(tool.VARIANTS)
+    assert "| every cell | as shipped | 1 |" in tool.render(
+        rows, {"command": "c", "seconds": 1, "load": [0, 0]}
+    )
+
+
+def test_a_recombination_that_differs_from_the_estimator_is_refused():
+    tool = tools_module("bench_guard_variants")
+    parts = _parts()
+    parts["shipped"] = tuple(np.asarray(a) + 0.01 for a in parts["shipped"])
+    with pytest.raises(AssertionError, match="differs from the estimator"):
+        tool.score_cell(parts)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_parts_of_a_real_cell_recombine_to_the_estimators_output(shared_data):
+    tool = tools_module("bench_guard_variants")
+    scored = tool.measure(("musr/50/random/50/0", "balanced+guarded", str(shared_data)))
+    # MuSR with 50 sources: the guard moves models of a random split for nothing, and a move
+    # that waits for the reading to disagree beyond its noise errs less
+    assert scored["move: consistent"]["mae"] < scored["as shipped"]["mae"] - 0.5
+    assert tool.measure(("mmlu/all/random/100/0", "anchor_points+anchor_sum", "x")) is None

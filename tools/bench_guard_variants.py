@@ -1,0 +1,286 @@
+"""Rules the guard could follow, tried on the peer suite's cells: bench/guard_variants.*.
+
+The guard (``outside/guard.py``) moves a model's estimate from the inner regression towards an
+outside reading as far as that reading places the model beyond the sources, and widens its
+interval to span both. Three kinds of change to that rule come up again and again; this
+script measures them on the same fitted bundles, so a maintainer sees what each would do
+before touching the library:
+
+- ``move: consistent``: move only as far as the reading and the inner estimate disagree beyond
+  their own noise, ``(1 - (se_reading^2 + se_inner^2) / d^2)`` clipped to [0, 1] of the move
+  (``d``: reading minus inner estimate; ``se_inner`` from the inner 90 % interval). The guard
+  pays on random splits where the sources' range is narrow (MuSR with 25-100 sources,
+  ``bench/guard_cost.md``); a move that waits for a real disagreement would not.
+- ``move: even prior``: the outside weight as a posterior with even prior odds of inside
+  and outside the sources, each side's truth uniform on its part of [0, 1]. The shipped
+  weight, a normal reading against a flat prior on the real line, gives the outside prior odds
+  of (1 - range) / range, nine to one on a range of 10 points.
+- ``interval: reading's band where w >= t``: the interval of a model the reading places
+  outside with weight ``w`` at least ``t`` is the reading's band alone, not its span with the
+  inner interval, which for such a model is biased towards the sources.
+
+Each cell of ``bench/choice_rules.json`` whose chosen recipe is read with ``guarded`` is
+rebuilt on its sources (as ``bench_guard_cost.py`` does); the guard's parts are read for every
+held-out model (inner estimate and interval, reading, location, band, weights) and every
+variant recombines them. ``as shipped`` recombines them with the library's own functions and
+must equal the estimator's output: the check that the parts are the guard's.
+
+    python tools/bench_guard_variants.py --jobs 2      # about 10 minutes on 2 idle cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_guard_cost import V1_ALL, cell_of, group_of
+from bench_peers import DATA, build_recipe, cell_rows, load_matrix, split_matrices
+
+from lmeval_microbench._io import write_text_if_changed
+from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.outside import beyond_weight, floored, guarded_interval
+from lmeval_microbench.outside.guard import W_MIN
+from lmeval_microbench.outside.readings.base import se_floor
+
+REPO = Path(__file__).resolve().parents[1]
+LEVEL = 0.9
+Z90 = float(norm.ppf(0.95))
+Parts = dict[str, Any]
+Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def guard_parts(job: tuple[str, str, str]) -> Parts | None:
+    """The guard's parts for every held-out model of one cell (None: recipe not guarded)."""
+    key, recipe, data = job
+    method, estimator = recipe.split("+")
+    if estimator != "guarded":
+        return None
+    cell = cell_of(key)
+    values, truth, ids = load_matrix(cell.matrix, Path(data))
+    rows = cell_rows(truth, cell, V1_ALL)
+    source, target = split_matrices(values, ids, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
+        guarded = estimator_from_state(bundle.estimator_state())
+        answers = target.select_items(bundle.item_ids).values
+        inner = guarded.inner_.predict_rows(answers, LEVEL)[:3]
+        reading = guarded.reading_.read(answers, inner[0])
+        located = guarded.reading_.locate(answers, inner[0])
+        shipped = guarded.predict_rows(answers, LEVEL)[:3]
+    below = located[0] < 0.5 * (guarded.top_ + guarded.bottom_)
+    above_by = np.maximum(located[0] - guarded.top_, 0.0)
+    band = guarded.guard_band_.edges(
+        LEVEL, reading, inner[0], below, above_by, not guarded.guard_above_
+    )
+    return {
+        "key": key,
+        "recipe": recipe,
+        "truth": truth[rows[1]],
+        "inner": inner,
+        "reading": reading,
+        "located": located,
+        "band": band,
+        "top": guarded.top_,
+        "bottom": guarded.bottom_,
+        "guard_above": guarded.guard_above_,
+        "floor": guarded.floor_,
+        "shipped": shipped,
+    }
+
+
+def _weights(parts: Parts, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The weight that widens, and the weight below the sources where only that side moves
+    (None: the estimate moves on both sides), as the guard splits them: on a matrix whose
+    target is not its mean only the side below moves."""
+    if parts["guard_above"]:
+        return weight, None
+    value, se = parts["located"]
+    return weight, beyond_weight(value, se, math.inf, parts["bottom"])
+
+
+def _combine(
+    parts: Parts, weight: np.ndarray, below: np.ndarray | None, moving: np.ndarray | None = None
+) -> Interval:
+    """The guard's estimate and interval; ``below``: the weight below the sources where only
+    that side moves (the lower edge then reaches the floor), ``moving``: a weight that moves
+    the estimate in its stead (default: ``below``, else ``weight``)."""
+    moving = below if moving is None else moving
+    value, lower, upper = guarded_interval(
+        parts["inner"], parts["reading"][0], parts["band"], weight, moving
+    )
+    if below is not None and parts["floor"] is not None:
+        lower = floored(lower, below, parts["floor"])
+    return value, lower, upper
+
+
+def shipped_weight(parts: Parts) -> np.ndarray:
+    return beyond_weight(*parts["located"], parts["top"], parts["bottom"])
+
+
+def as_shipped(parts: Parts) -> Interval:
+    return _combine(parts, *_weights(parts, shipped_weight(parts)))
+
+
+def consistent(parts: Parts) -> Interval:
+    """The shipped move, times the share of the reading's disagreement with the inner
+    estimate that their noise does not explain."""
+    weight, below = _weights(parts, shipped_weight(parts))
+    inner_value, lower, upper = parts["inner"]
+    reading, reading_se = parts["reading"]
+    noise = se_floor(reading_se) ** 2 + ((upper - lower) / (2 * Z90)) ** 2
+    gap = np.maximum((reading - inner_value) ** 2, 1e-12)
+    agree = np.clip(1.0 - noise / gap, 0.0, 1.0)
+    moved = np.clip(((weight if below is None else below) - W_MIN) / (1 - W_MIN), 0.0, 1.0)
+    # a moving weight that gives exactly ``moved * agree`` once guarded_interval rescales it
+    return _combine(parts, weight, below, W_MIN + (1 - W_MIN) * moved * agree)
+
+
+def even_prior(parts: Parts) -> Interval:
+    """Outside weight as a posterior with even prior odds, truth uniform inside [bottom, top]
+    and on the rest of [0, 1] outside."""
+    value, se = parts["located"]
+    se = se_floor(se)
+    top, bottom = parts["top"], parts["bottom"]
+    mass = lambda a, b: norm.cdf((b - value) / se) - norm.cdf((a - value) / se)  # noqa: E731
+    inside = mass(bottom, top) / max(top - bottom, 1e-3)
+    outside = (mass(top, 1.0) + mass(0.0, bottom)) / max(1.0 - (top - bottom), 1e-3)
+    weight = outside / np.maximum(outside + inside, 1e-300)
+    return _combine(parts, *_weights(parts, weight))
+
+
+def band_alone(threshold: float) -> Callable[[Parts], Interval]:
+    def variant(parts: Parts) -> Interval:
+        value, lower, upper = as_shipped(parts)
+        alone = shipped_weight(parts) >= threshold
+        band_lower, band_upper = parts["band"]
+        lower = np.where(alone, np.clip(np.minimum(band_lower, value), 0, 1), lower)
+        upper = np.where(alone, np.clip(np.maximum(band_upper, value), 0, 1), upper)
+        return value, lower, upper
+
+    return variant
+
+
+VARIANTS: dict[str, Callable[[Parts], Interval]] = {
+    "as shipped": as_shipped,
+    "move: consistent": consistent,
+    "move: even prior": even_prior,
+    "interval: reading's band where w >= 0.9": band_alone(0.9),
+    "interval: reading's band where w >= 0.99": band_alone(0.99),
+}
+
+
+def score_cell(parts: Parts) -> dict[str, Any]:
+    """Every variant's MAE, coverage and width on one cell (points), and the check."""
+    truth = parts["truth"]
+    shipped = np.asarray(parts["shipped"])
+    recombined = np.asarray(as_shipped(parts))
+    if not np.allclose(recombined, shipped, atol=1e-9):
+        raise AssertionError(f"{parts['key']}: the recombined guard differs from the estimator")
+    out: dict[str, Any] = {"key": parts["key"], "recipe": parts["recipe"]}
+    for name, variant in VARIANTS.items():
+        value, lower, upper = variant(parts)
+        out[name] = {
+            "mae": float(100 * np.mean(np.abs(value - truth))),
+            "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+            "width": float(100 * np.mean(upper - lower)),
+        }
+    return out
+
+
+def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
+    parts = guard_parts(job)
+    return None if parts is None else score_cell(parts)
+
+
+def summary(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for cell in cells:
+        groups.setdefault(group_of(cell["key"]), []).append(cell)
+    groups[("every", "cell", "")] = cells
+    rows = []
+    for (family, sources, protocol), members in groups.items():
+        for name in VARIANTS:
+            found = [c[name] for c in members]
+            coverage = np.array([f["coverage"] for f in found])
+            rows.append(
+                {
+                    "group": f"{family} {sources} {protocol}".strip(),
+                    "variant": name,
+                    "cells": len(members),
+                    "mae": float(np.mean([f["mae"] for f in found])),
+                    "coverage": float(coverage.mean()),
+                    "min_coverage": float(coverage.min()),
+                    "under": int(np.sum(coverage < 0.85)),
+                    "width": float(np.mean([f["width"] for f in found])),
+                }
+            )
+    return rows
+
+
+def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    lines = [
+        "## The guard's rule against three alternatives",
+        "",
+        f"Generated by `tools/bench_guard_variants.py`; command: `{info['command']}`; "
+        f"{info['seconds']:.0f} s; load average {info['load'][0]} -> {info['load'][1]} "
+        "(2 shared cores). The cells of `bench/choice_rules.json` whose chosen recipe is read "
+        "with `guarded`, rebuilt on their sources; every held-out model's guard parts "
+        "recombined by each rule (see the script's docstring; `as shipped` is checked to equal "
+        "the estimator's output). MAE and width in points; coverage of the estimator's own "
+        "90 % interval, before `--method auto`'s factor: mean over cells, least cell, and cells "
+        "under 0.85.",
+        "",
+        "| cells | variant | n | MAE | coverage | least | under 0.85 | width |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["group"] == "every cell", r["group"])):
+        lines.append(
+            f"| {r['group']} | {r['variant']} | {r['cells']} | {r['mae']:.2f} "
+            f"| {r['coverage']:.2f} | {r['min_coverage']:.2f} | {r['under']} "
+            f"| {r['width']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--cells", type=Path, default=REPO / "bench" / "choice_rules.json")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    cells = json.loads(args.cells.read_text(encoding="utf-8"))["cells"]
+    jobs = [(c["key"], c["chosen"], str(args.data)) for c in cells]
+    start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = [r for r in pool.map(measure, jobs) if r is not None]
+    info = {
+        "command": "python tools/bench_guard_variants.py " + " ".join(argv or sys.argv[1:]),
+        "seconds": time.perf_counter() - start,
+        "load": [load[0], round(os.getloadavg()[0], 2)],
+    }
+    rows = summary(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    payload = {"info": info, "summary": rows, "cells": results}
+    write_text_if_changed(
+        args.out / "guard_variants.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    )
+    write_text_if_changed(args.out / "guard_variants.md", render(rows, info))
+
+
+if __name__ == "__main__":
+    main()
