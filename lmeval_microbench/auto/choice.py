@@ -44,11 +44,11 @@ from ..reliability import (
     IRTCache,
     Split,
     check_budgets,
-    complete_models,
     needs_irt,
 )
 from ..responses import ResponseMatrix
 from ..selection import make_selector
+from ..truth import complete_core
 from ._cv import (
     FAILURES,
     Candidate,
@@ -275,7 +275,9 @@ def choose_recipe(
     check_names([c.method for c in candidates], [c.estimator for c in candidates])
     grid = tuple(sorted(set(budgets))) if budgets else budget_grid(source.n_items)
     check_budgets(grid, source.n_items, source.source)
-    matrix, truth = _choice_models(source, np.asarray(target, dtype=np.float64), max_models, seed)
+    matrix, truth = _choice_models(
+        source, np.asarray(target, dtype=np.float64), max_models, seed, max(grid)
+    )
     run = _Run(
         candidates,
         grid,
@@ -308,6 +310,7 @@ def choose_recipe(
     protocol = {
         "models_total": int(source.n_models),
         "models_used": int(matrix.n_models),
+        "items_used": int(matrix.n_items),
         "subsampled": matrix.n_models < source.n_models,
         "min_sources_per_split": run.required,
         "inner": inner.as_record(),
@@ -363,6 +366,7 @@ def _fallback(
     protocol = {
         "models_total": int(source.n_models),
         "models_used": int(matrix.n_models),
+        "items_used": int(matrix.n_items),
         "subsampled": False,
         "inner": None,
         "outer": None,
@@ -383,10 +387,11 @@ def _fallback(
 
 
 def _choice_models(
-    source: ResponseMatrix, truth: np.ndarray, max_models: int, seed: int
+    source: ResponseMatrix, truth: np.ndarray, max_models: int, seed: int, min_items: int
 ) -> tuple[ResponseMatrix, np.ndarray]:
-    """Complete models, at most ``max_models`` of them (a seeded random subsample)."""
-    matrix, truth = complete_models(source, truth)
+    """The matrix's part without gaps (:func:`..truth.complete_core`, ``min_items`` items at
+    least), at most ``max_models`` models of it (a seeded random subsample)."""
+    matrix, truth = complete_core(source, truth, min_items)
     if matrix.n_models <= max_models:
         return matrix, truth
     rows = np.sort(spawn(seed, 1)[0].choice(matrix.n_models, max_models, replace=False))

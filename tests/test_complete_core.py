@@ -1,0 +1,78 @@
+"""``truth.complete_core``: the gap-free part of a matrix the recipe choice runs on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.auto import choose_recipe
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.synthetic import random_item_params, simulate_responses
+from lmeval_microbench.truth import complete_core
+
+
+def _matrix(values: np.ndarray, source: str = "m.csv") -> ResponseMatrix:
+    models = [f"model{k}" for k in range(values.shape[0])]
+    items = [f"item{k}" for k in range(values.shape[1])]
+    return ResponseMatrix(values, models, items, source=source)
+
+
+def test_a_matrix_without_gaps_comes_back_unchanged():
+    matrix = _matrix(np.ones((4, 5)))
+    truth = np.arange(4.0)
+    assert complete_core(matrix, truth, 3) == (matrix, truth)
+
+
+def test_a_mostly_empty_model_and_a_mostly_empty_item_are_the_ones_dropped():
+    values = np.ones((6, 8))
+    values[2, :6] = np.nan  # a model that answered two items
+    values[1:5, 7] = np.nan  # an item four models lack
+    values[0, 3] = np.nan  # one gap of a model that answered the rest
+    # the lone gap is a fifth of what is left of item3 and a seventh of model0: item3 goes
+    with pytest.warns(UserWarning, match="1 of 6 models and 2 of 8 items"):
+        core, truth = complete_core(_matrix(values), np.arange(6.0), 4)
+    assert not np.isnan(core.values).any()
+    assert "model2" not in core.model_ids and "model0" in core.model_ids
+    assert "item7" not in core.item_ids and "item3" not in core.item_ids
+    # truths stay aligned with the models kept
+    assert truth.tolist() == [float(m.removeprefix("model")) for m in core.model_ids]
+
+
+def test_scattered_gaps_in_every_model_leave_most_of_the_matrix():
+    rng = np.random.default_rng(0)
+    values = rng.random((40, 120)).round()
+    values[rng.random(values.shape) < 0.02] = np.nan
+    values[np.arange(40), rng.integers(0, 120, 40)] = np.nan
+    assert np.isnan(values).any(axis=1).all()  # every model lacks an item
+    with pytest.warns(UserWarning, match="with missing responses are left out"):
+        core, _ = complete_core(_matrix(values), np.zeros(40), 25)
+    assert not np.isnan(core.values).any()
+    assert core.n_models >= 25 and core.n_items >= 25
+
+
+def test_items_stay_at_least_min_items_and_a_matrix_without_such_a_part_is_refused():
+    values = np.ones((5, 6))
+    values[np.arange(5), np.arange(5)] = np.nan  # each model lacks its own item
+    with pytest.warns(UserWarning):
+        core, _ = complete_core(_matrix(values), np.zeros(5), 1)
+    assert core.n_items >= 1 and not np.isnan(core.values).any()
+    with pytest.raises(InputError, match=r"m\.csv: no model answered every one of 6"):
+        complete_core(_matrix(values), np.zeros(5), 6)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_choice_runs_on_a_matrix_where_every_model_lacks_an_item():
+    matrix, _ = simulate_responses(random_item_params(80, seed=3), 60, seed=4)
+    values = matrix.values.copy()
+    rng = np.random.default_rng(1)
+    values[rng.random(values.shape) < 0.03] = np.nan
+    values[np.arange(60), rng.integers(0, 80, 60)] = np.nan
+    gappy = ResponseMatrix(values, matrix.model_ids, matrix.item_ids, source="gappy.csv")
+    truth = np.nanmean(values, axis=1)
+    choice = choose_recipe(
+        gappy, truth, budgets=[10], inner_repeats=3, outer_repeats=0, progress=False
+    )
+    assert choice.budget == 10
+    assert 0 < choice.protocol["models_used"] < 60
+    assert 10 <= choice.protocol["items_used"] <= 80
