@@ -76,3 +76,30 @@ def test_the_choice_runs_on_a_matrix_where_every_model_lacks_an_item():
     assert choice.budget == 10
     assert 0 < choice.protocol["models_used"] < 60
     assert 10 <= choice.protocol["items_used"] <= 80
+
+
+def test_a_build_on_a_few_models_with_gaps_selects_items_each_of_them_answered():
+    from lmeval_microbench.build import build_bundle, selection_pool
+    from lmeval_microbench.estimators import estimator_from_state
+
+    matrix, _ = simulate_responses(random_item_params(120, seed=5), 12, seed=6)
+    values = matrix.values.copy()
+    rng = np.random.default_rng(2)
+    values[rng.random(values.shape) < 0.03] = np.nan
+    gappy = ResponseMatrix(values, matrix.model_ids, matrix.item_ids, source="few.csv")
+    truth = np.nanmean(values, axis=1)
+    # items drawn anywhere: few of the 12 models answer all 40, too few to fit on
+    anywhere = np.isnan(values[:, rng.choice(120, 40, replace=False)]).any(axis=1)
+    assert (~anywhere).sum() < 10
+    with pytest.warns(UserWarning, match="few.csv: items drawn from the .* that 12 of 12 models"):
+        pool, _ = selection_pool(gappy, truth, 40)
+    assert not np.isnan(pool.values).any() and pool.n_items >= 40
+    with pytest.warns(UserWarning):
+        bundle = build_bundle(
+            gappy, truth, name="few", benchmark="few", method="random", budget=40,
+            estimators=["guarded"],
+        )  # fmt: skip
+    assert set(bundle.item_ids) <= set(pool.item_ids)
+    assert estimator_from_state(bundle.estimator_state()).n_source_ == 12
+    # a matrix without gaps is its own pool
+    assert selection_pool(matrix, matrix.mean_scores(), 40)[0] is matrix
