@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -199,8 +200,17 @@ def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cells(
+    measure_cell: Callable[[tuple[str, str, str]], dict[str, Any] | None],
+    script: str,
+    argv: list[str] | None,
+    description: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
+    """Parse the options of a script that reads the chosen recipe of every cell of
+    ``bench/choice_rules.json`` (``--matrices``: only these) and run ``measure_cell`` on each in
+    ``--jobs`` processes; returns its results (cells it skipped left out), the run's info
+    (command, seconds, load average) and the folder to write to."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--cells", type=Path, default=REPO / "bench" / "choice_rules.json")
     parser.add_argument("--matrices", default="", help="comma-separated subset (default: all)")
@@ -216,13 +226,18 @@ def main(argv: list[str] | None = None) -> None:
     ]
     start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = [r for r in pool.map(measure, jobs) if r is not None]
+        results = [r for r in pool.map(measure_cell, jobs) if r is not None]
     info = {
-        "command": "python tools/bench_guard_cost.py " + " ".join(argv or sys.argv[1:]),
+        "command": f"python tools/{script} " + " ".join(argv or sys.argv[1:]),
         "seconds": time.perf_counter() - start,
         "load": [load[0], round(os.getloadavg()[0], 2)],
     }
     args.out.mkdir(parents=True, exist_ok=True)
+    return results, info, args.out
+
+
+def main(argv: list[str] | None = None) -> None:
+    results, info, out = run_cells(measure, "bench_guard_cost.py", argv, __doc__.splitlines()[0])
     payload = {
         "info": info,
         "summary": summary_rows(results),
@@ -230,9 +245,9 @@ def main(argv: list[str] | None = None) -> None:
         "cells": results,
     }
     write_text_if_changed(
-        args.out / "guard_cost.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+        out / "guard_cost.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
     )
-    write_text_if_changed(args.out / "guard_cost.md", render(results, info))
+    write_text_if_changed(out / "guard_cost.md", render(results, info))
 
 
 if __name__ == "__main__":

@@ -30,15 +30,11 @@ must equal the estimator's output: the check that the parts are the guard's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import sys
-import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +42,8 @@ import numpy as np
 from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import V1_ALL, cell_of, group_of
-from bench_peers import DATA, build_recipe, cell_rows, load_matrix, split_matrices
+from bench_guard_cost import V1_ALL, cell_of, group_of, run_cells
+from bench_peers import build_recipe, cell_rows, load_matrix, split_matrices
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.estimators import estimator_from_state
@@ -55,7 +51,6 @@ from lmeval_microbench.outside import beyond_weight, floored, guarded_interval
 from lmeval_microbench.outside.guard import W_MIN
 from lmeval_microbench.outside.readings.base import se_floor
 
-REPO = Path(__file__).resolve().parents[1]
 LEVEL = 0.9
 Z90 = float(norm.ppf(0.95))
 Parts = dict[str, Any]
@@ -257,29 +252,15 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--cells", type=Path, default=REPO / "bench" / "choice_rules.json")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench")
-    args = parser.parse_args(argv)
-    cells = json.loads(args.cells.read_text(encoding="utf-8"))["cells"]
-    jobs = [(c["key"], c["chosen"], str(args.data)) for c in cells]
-    start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        results = [r for r in pool.map(measure, jobs) if r is not None]
-    info = {
-        "command": "python tools/bench_guard_variants.py " + " ".join(argv or sys.argv[1:]),
-        "seconds": time.perf_counter() - start,
-        "load": [load[0], round(os.getloadavg()[0], 2)],
-    }
+    results, info, out = run_cells(
+        measure, "bench_guard_variants.py", argv, __doc__.splitlines()[0]
+    )
     rows = summary(results)
-    args.out.mkdir(parents=True, exist_ok=True)
     payload = {"info": info, "summary": rows, "cells": results}
     write_text_if_changed(
-        args.out / "guard_variants.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+        out / "guard_variants.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
     )
-    write_text_if_changed(args.out / "guard_variants.md", render(rows, info))
+    write_text_if_changed(out / "guard_variants.md", render(rows, info))
 
 
 if __name__ == "__main__":
