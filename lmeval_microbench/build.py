@@ -16,12 +16,12 @@ from .crossfit import cross_fit_folds, needs_cross_fit, selection_cross_fit
 from .errors import InputError
 from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, GuardedEstimator, make_estimator
 from .estimators._fitting import MIN_SOURCE_MODELS
+from .gaps import complete_core
 from .irt import fit_source_irt
 from .personfit import build_spec, lowest_score
 from .responses import ResponseMatrix
 from .selection import make_selector, select_with_audit
 from .subset import Subset
-from .truth import complete_core
 
 GUARDED = "guarded"
 SOURCES_OUTSIDE_NOTE = 0.5
@@ -35,7 +35,7 @@ def selection_pool(
     source: ResponseMatrix, target: np.ndarray, budget: int
 ) -> tuple[ResponseMatrix, np.ndarray]:
     """The models and items the items are selected from: on a matrix with gaps, its part
-    without them (:func:`.truth.complete_core`), so that every model of that part can be fitted
+    without them (:func:`.gaps.complete_core`), so that every model of that part can be fitted
     on the selected items; the whole matrix where it has no gaps or that part has too few
     models or items. Items drawn from anywhere on a matrix of 12 models with 2 % of its cells
     missing left 4 models with a score on every one of 50 items, too few to fit; of 66 such

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, split_matrices
@@ -226,7 +227,8 @@ def run_cells(
     ]
     start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = [r for r in pool.map(measure_cell, jobs) if r is not None]
+        found = tqdm(pool.map(measure_cell, jobs), total=len(jobs), desc=script, unit="cell")
+        results = [r for r in found if r is not None]
     info = {
         "command": f"python tools/{script} " + " ".join(argv or sys.argv[1:]),
         "seconds": time.perf_counter() - start,

@@ -20,6 +20,7 @@ SECTIONS = [
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
+    ("gaps.md", "tools/bench_gaps.py"),
     ("small_sources.md", "tools/bench_small_sources.py"),
     ("peers_fallback.md", "tools/peers_compare.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),

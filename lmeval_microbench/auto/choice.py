@@ -40,6 +40,7 @@ from .._rng import spawn
 from ..errors import InputError
 from ..estimators import make_estimator
 from ..estimators._fitting import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
+from ..gaps import filled
 from ..reliability import (
     IRTCache,
     Split,
@@ -48,7 +49,6 @@ from ..reliability import (
 )
 from ..responses import ResponseMatrix
 from ..selection import make_selector
-from ..truth import complete_core
 from ._cv import (
     FAILURES,
     Candidate,
@@ -275,9 +275,7 @@ def choose_recipe(
     check_names([c.method for c in candidates], [c.estimator for c in candidates])
     grid = tuple(sorted(set(budgets))) if budgets else budget_grid(source.n_items)
     check_budgets(grid, source.n_items, source.source)
-    matrix, truth = _choice_models(
-        source, np.asarray(target, dtype=np.float64), max_models, seed, max(grid)
-    )
+    matrix, truth = _choice_models(source, np.asarray(target, dtype=np.float64), max_models, seed)
     run = _Run(
         candidates,
         grid,
@@ -387,11 +385,11 @@ def _fallback(
 
 
 def _choice_models(
-    source: ResponseMatrix, truth: np.ndarray, max_models: int, seed: int, min_items: int
+    source: ResponseMatrix, truth: np.ndarray, max_models: int, seed: int
 ) -> tuple[ResponseMatrix, np.ndarray]:
-    """The matrix's part without gaps (:func:`..truth.complete_core`, ``min_items`` items at
-    least), at most ``max_models`` models of it (a seeded random subsample)."""
-    matrix, truth = complete_core(source, truth, min_items)
+    """The matrix with its gaps filled (:func:`..gaps.filled`), at most ``max_models`` models
+    of it (a seeded random subsample)."""
+    matrix, truth = filled(source, truth)
     if matrix.n_models <= max_models:
         return matrix, truth
     rows = np.sort(spawn(seed, 1)[0].choice(matrix.n_models, max_models, replace=False))

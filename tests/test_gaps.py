@@ -1,4 +1,4 @@
-"""``truth.complete_core``: the gap-free part of a matrix the recipe choice runs on."""
+"""``gaps``: a matrix with gaps filled for the recipe choice, and its part without them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 
 from lmeval_microbench.auto import choose_recipe
 from lmeval_microbench.errors import InputError
+from lmeval_microbench.gaps import complete_core, filled
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
-from lmeval_microbench.truth import complete_core
 
 
 def _matrix(values: np.ndarray, source: str = "m.csv") -> ResponseMatrix:
@@ -22,6 +22,32 @@ def test_a_matrix_without_gaps_comes_back_unchanged():
     matrix = _matrix(np.ones((4, 5)))
     truth = np.arange(4.0)
     assert complete_core(matrix, truth, 3) == (matrix, truth)
+    assert filled(matrix, truth) == (matrix, truth)
+
+
+def test_a_gap_is_filled_from_the_models_and_the_items_rates():
+    values = np.array(
+        [[1.0, 1.0, 0.0, 1.0], [1.0, 0.0, 0.0, np.nan], [np.nan, 1.0, 0.0, 0.0],
+         [1.0, 1.0, 1.0, np.nan]]
+    )  # fmt: skip
+    values = np.column_stack([values, np.full(4, np.nan)])  # an item nobody answered
+    matrix = _matrix(values)
+    means = np.nanmean(values, axis=1)
+    with pytest.warns(UserWarning, match=r"m\.csv: 3 missing responses .* filled"):
+        full, truth = filled(matrix, means)
+    assert list(full.item_ids) == ["item0", "item1", "item2", "item3"]
+    odds = lambda p: np.log(p / (1 - p))  # noqa: E731
+    # model 1 (rate 1/3) at item 3 (rate 1/2 among models 0 and 2), matrix rate 8/13
+    expected = 1 / (1 + np.exp(-(odds(1 / 3) + odds(1 / 2) - odds(8 / 13))))
+    assert full.values[1, 3] == pytest.approx(expected)
+    # model 3 answered every item it was given right: its rate is clipped below 1
+    assert 0.5 < full.values[3, 3] < 1.0
+    assert not np.isnan(full.values).any()
+    # truths that were the answered items' means become the filled rows' means
+    assert truth == pytest.approx(full.values.mean(axis=1))
+    # other truths (a leaderboard's scores) are kept
+    with pytest.warns(UserWarning):
+        assert filled(matrix, np.array([0.1, 0.2, 0.3, 0.4]))[1].tolist() == [0.1, 0.2, 0.3, 0.4]
 
 
 def test_a_mostly_empty_model_and_a_mostly_empty_item_are_the_ones_dropped():
@@ -74,8 +100,8 @@ def test_the_choice_runs_on_a_matrix_where_every_model_lacks_an_item():
         gappy, truth, budgets=[10], inner_repeats=3, outer_repeats=0, progress=False
     )
     assert choice.budget == 10
-    assert 0 < choice.protocol["models_used"] < 60
-    assert 10 <= choice.protocol["items_used"] <= 80
+    # every model and item is chosen on, the gaps filled
+    assert (choice.protocol["models_used"], choice.protocol["items_used"]) == (60, 80)
 
 
 def test_a_build_on_a_few_models_with_gaps_selects_items_each_of_them_answered():
