@@ -43,9 +43,7 @@ def selection_pool(
     if not np.isnan(source.values).any():
         return source, target
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            core, core_target = complete_core(source, target, budget)
+        core, core_target = complete_core(source, target, budget)
     except InputError:
         return source, target
     if core.n_models < MIN_SOURCE_MODELS:

@@ -82,7 +82,8 @@ def complete_core(
     matrix: ResponseMatrix, truth: np.ndarray, min_items: int
 ) -> tuple[ResponseMatrix, np.ndarray]:
     """The models and items of ``matrix`` with no missing response, found by dropping the
-    model or item with the largest share of gaps until none is left, with a warning.
+    model or item with the largest share of gaps until none is left. It does not warn: its
+    caller says what the part is used for (:func:`..build.selection_pool`).
 
     Dropping the line with the largest share of gaps keeps a model that lacks a few items and
     an item that a few models lack, and drops whichever is mostly empty; a matrix without gaps
@@ -98,11 +99,6 @@ def complete_core(
             f"{matrix.source}: no model answered every one of {min_items} or more items; "
             "score the models on more of the items, or drop the items few of them answered"
         )
-    warnings.warn(
-        f"{matrix.source}: {int((~rows).sum())} of {matrix.n_models} models and "
-        f"{int((~cols).sum())} of {matrix.n_items} items with missing responses are left out",
-        stacklevel=3,
-    )
     core = matrix.select_models([m for m, k in zip(matrix.model_ids, rows, strict=True) if k])
     core = core.select_items([i for i, k in zip(matrix.item_ids, cols, strict=True) if k])
     return core, np.asarray(truth)[rows]
