@@ -40,6 +40,7 @@ from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, sp
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.build import SOURCES_OUTSIDE_NOTE as NOTE_SHARE
 from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.responses import ResponseMatrix
 
 REPO = Path(__file__).resolve().parents[1]
 V1_ALL = 1000
@@ -50,8 +51,12 @@ def cell_of(key: str) -> Cell:
     return Cell(matrix, population, protocol, int(budget), int(seed))
 
 
-def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
-    """Guarded and inner-only metrics of one cell's chosen recipe (None: not guarded)."""
+def rebuilt_guard(
+    job: tuple[str, str, str],
+) -> tuple[Any, ResponseMatrix, ResponseMatrix, np.ndarray] | None:
+    """One cell's chosen recipe rebuilt on its sources: the fitted guarded estimator, the
+    sources' and the held-out models' answers on its items, and the held-out models' truths
+    (None: the recipe is not read with ``guarded``)."""
     key, recipe, data = job
     method, estimator = recipe.split("+")
     if estimator != "guarded":
@@ -62,16 +67,26 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     source, target = split_matrices(values, ids, rows)
     bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
     guarded = estimator_from_state(bundle.estimator_state())
-    held = target.select_items(bundle.item_ids)
+    items = bundle.item_ids
+    return guarded, source.select_items(items), target.select_items(items), truth[rows[1]]
+
+
+def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
+    """Guarded and inner-only metrics of one cell's chosen recipe (None: not guarded)."""
+    rebuilt = rebuilt_guard(job)
+    if rebuilt is None:
+        return None
+    guarded, sources, held, held_truth = rebuilt
+    key, recipe, _ = job
     inner_value = guarded.inner_.predict_rows(held.values, 0.9)[0]
     reading_se = guarded.reading_.locate(held.values, inner_value)[1]
     out: dict[str, Any] = {"key": key, "recipe": recipe}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, fitted in (("guarded", guarded), ("inner", guarded.inner_)):
-            out[name] = interval_metrics(fitted.estimate_matrix(held), truth[rows[1]])
+            out[name] = interval_metrics(fitted.estimate_matrix(held), held_truth)
     out["outside"] = guarded.outside_share(held.values)
-    out["sources_outside"] = guarded.outside_share(source.select_items(bundle.item_ids).values)
+    out["sources_outside"] = guarded.outside_share(sources.values)
     out["range"] = 100 * (guarded.top_ - guarded.bottom_)
     out["reading_se"] = float(100 * np.median(reading_se))
     return out

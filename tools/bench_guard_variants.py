@@ -42,11 +42,9 @@ import numpy as np
 from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import V1_ALL, cell_of, group_of, run_cells
-from bench_peers import build_recipe, cell_rows, load_matrix, split_matrices
+from bench_guard_cost import group_of, rebuilt_guard, run_cells
 
 from lmeval_microbench._io import write_text_if_changed
-from lmeval_microbench.estimators import estimator_from_state
 from lmeval_microbench.outside import beyond_weight, floored, guarded_interval
 from lmeval_microbench.outside.guard import W_MIN
 from lmeval_microbench.outside.readings.base import se_floor
@@ -59,19 +57,13 @@ Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def guard_parts(job: tuple[str, str, str]) -> Parts | None:
     """The guard's parts for every held-out model of one cell (None: recipe not guarded)."""
-    key, recipe, data = job
-    method, estimator = recipe.split("+")
-    if estimator != "guarded":
-        return None
-    cell = cell_of(key)
-    values, truth, ids = load_matrix(cell.matrix, Path(data))
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
-        guarded = estimator_from_state(bundle.estimator_state())
-        answers = target.select_items(bundle.item_ids).values
+        rebuilt = rebuilt_guard(job)
+        if rebuilt is None:
+            return None
+        guarded, _, held, held_truth = rebuilt
+        answers = held.values
         inner = guarded.inner_.predict_rows(answers, LEVEL)[:3]
         reading = guarded.reading_.read(answers, inner[0])
         located = guarded.reading_.locate(answers, inner[0])
@@ -82,9 +74,9 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
         LEVEL, reading, inner[0], below, above_by, not guarded.guard_above_
     )
     return {
-        "key": key,
-        "recipe": recipe,
-        "truth": truth[rows[1]],
+        "key": job[0],
+        "recipe": job[1],
+        "truth": held_truth,
         "inner": inner,
         "reading": reading,
         "located": located,
