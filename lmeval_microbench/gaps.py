@@ -45,8 +45,11 @@ def filled(matrix: ResponseMatrix, truth: np.ndarray) -> tuple[ResponseMatrix, n
         return matrix, truth
     answered = ~gaps.all(axis=0)
     if not answered.all():
-        kept = [i for i, k in zip(matrix.item_ids, answered, strict=True) if k]
-        matrix, values, gaps = _items(matrix, kept)
+        matrix = matrix.select_items(
+            [i for i, k in zip(matrix.item_ids, answered, strict=True) if k]
+        )
+        values = np.asarray(matrix.values, dtype=np.float64)
+        gaps = np.isnan(values)
     with np.errstate(invalid="ignore"):
         row_rate = np.nanmean(values, axis=1)
     col_rate = np.nanmean(values, axis=0)
@@ -70,12 +73,6 @@ def filled(matrix: ResponseMatrix, truth: np.ndarray) -> tuple[ResponseMatrix, n
         source=matrix.source,
     )
     return out, (full.mean(axis=1) if is_mean else np.asarray(truth))
-
-
-def _items(matrix: ResponseMatrix, kept: list) -> tuple[ResponseMatrix, np.ndarray, np.ndarray]:
-    matrix = matrix.select_items(kept)
-    values = np.asarray(matrix.values, dtype=np.float64)
-    return matrix, values, np.isnan(values)
 
 
 def complete_core(
