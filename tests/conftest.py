@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from lmeval_microbench.responses import ResponseMatrix
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -25,3 +28,28 @@ def shared_data() -> Path:
             f"real data not found at {SHARED_DATA} (set MICROBENCH_SHARED_DATA): real-data test"
         )
     return SHARED_DATA
+
+
+def _flat(flat_everywhere: bool) -> tuple[ResponseMatrix, np.ndarray]:
+    """60 models whose scores (not the matrix mean) span 0.3-0.7; the stronger half answers at
+    its score, the weaker half (or every model) half of the items right whatever its score:
+    among them the matrix mean does not move with the score."""
+    rng = np.random.default_rng(0)
+    score = np.sort(rng.uniform(0.3, 0.7, 60))
+    values = (rng.random((60, 80)) < score[:, None]).astype(float)
+    flat = np.ones(60, bool) if flat_everywhere else score < np.median(score)
+    values[flat] = rng.permuted(np.tile(np.arange(80) % 2, (int(flat.sum()), 1)), axis=1)
+    ids = [f"f.{k}" for k in range(80)]
+    return ResponseMatrix(values, [f"m{k}" for k in range(60)], ids, source="flat.csv"), score
+
+
+@pytest.fixture(scope="session")
+def flat_below() -> tuple[ResponseMatrix, np.ndarray]:
+    """Models and scores where the weaker half's matrix means do not move with their scores."""
+    return _flat(False)
+
+
+@pytest.fixture(scope="session")
+def flat_everywhere() -> tuple[ResponseMatrix, np.ndarray]:
+    """Models and scores where no model's matrix mean moves with its score."""
+    return _flat(True)

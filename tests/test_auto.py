@@ -297,3 +297,19 @@ def test_cli_bad_auto_values_fail_before_any_work(tmp_path, capsys, extra, messa
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "no_such_matrix" not in err
+
+
+def test_splits_the_floor_cannot_be_fitted_on_are_left_out_for_every_candidate(flat_below):
+    source, score = flat_below  # the fold trained on the weaker half has no scale map
+    choice = choose_recipe(source, score, budgets=[20], seed=0, **FAST)
+    record = choice.as_record()
+    assert record["protocol"]["dropped_splits"]["20"] > 0
+    assert any("hardly moves" in note for note in record["notes"])
+    chosen = next(c for c in record["candidates"] if c["chosen"])
+    assert chosen["status"] == "ok" and chosen["extrapolation_mae"] is not None
+
+
+def test_a_floor_that_fails_on_every_split_is_refused_with_the_reason(flat_everywhere):
+    source, score = flat_everywhere
+    with pytest.raises(InputError, match="failed on every split: the matrix mean hardly moves"):
+        choose_recipe(source, score, budgets=[20], seed=0, **FAST)

@@ -16,6 +16,7 @@ from lmeval_microbench.outside import SourceView, beyond_weight, guarded_interva
 from lmeval_microbench.outside.folds import UP, ReadingScore, directed_folds, extrapolation_folds
 from lmeval_microbench.outside.guard import GuardBand
 from lmeval_microbench.outside.readings import READINGS, make_reading
+from lmeval_microbench.outside.readings.base import FlatScaleError, ScaleMap
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector, select_with_audit
 from lmeval_microbench.selection.base import Subset
@@ -419,3 +420,17 @@ def test_logistic_sums_equal_the_sum_over_every_item():
     for logits in (rng.choice([-2.0, 0.0, 0.5, 3.0], size=300), rng.normal(size=120)):
         direct = expit(grid[:, None] + logits[None, :]).sum(axis=1)
         np.testing.assert_allclose(logistic_sums(grid, logits), direct, rtol=1e-12)
+
+
+def test_a_fold_whose_sources_give_no_scale_map_is_skipped_not_fatal(flat_below):
+    source, score = flat_below
+    weak = score < np.median(score)
+    with pytest.raises(FlatScaleError):
+        ScaleMap.fit(source.values[weak].mean(axis=1), score[weak], whole=False)
+    subset = make_selector("random").select(source, 30, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        guarded = make_estimator("guarded").fit(source, subset, score)
+    assert guarded.reading_name_ in guarded.fold_mae_  # scored on the folds that could map
+    value, lower, upper = guarded.estimate_matrix(source.select_items(subset.item_ids))
+    assert np.all(np.isfinite(value)) and np.all(lower <= value) and np.all(value <= upper)

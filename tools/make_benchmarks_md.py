@@ -21,6 +21,7 @@ SECTIONS = [
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
     ("gaps.md", "tools/bench_gaps.py"),
+    ("item_pools.md", "tools/bench_item_pools.py"),
     ("small_sources.md", "tools/bench_small_sources.py"),
     ("peers_fallback.md", "tools/peers_compare.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),

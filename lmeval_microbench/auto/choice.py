@@ -30,7 +30,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -204,6 +204,8 @@ class _Run:
     bar: Any = None
     n_audit: int = 0
     extrapolation: bool = True
+    dropped: dict[int, list[str]] = field(default_factory=dict)
+    """Per budget, why the floor could not be fitted on each split left out."""
 
     def inner(self, n_models: int) -> SplitScheme | None:
         return _split_scheme(n_models, self.required, self.inner_repeats, self.extrapolation)
@@ -214,7 +216,14 @@ class _Run:
         return make_splits(matrix, truth, scheme, seed, stage, self.required)
 
     def evaluate(self, splits: Sequence[Split]) -> Table:
-        return evaluate(splits, self.candidates, self.grid, self.irt_cache, self.bar, self.n_audit)
+        """Every candidate's errors over ``splits``; the splits the floor could not be fitted
+        on are left out and counted in :attr:`dropped`."""
+        table, dropped = evaluate(
+            splits, self.candidates, self.grid, self.irt_cache, self.bar, self.n_audit, self.floor
+        )
+        for budget, why in dropped.items():
+            self.dropped.setdefault(budget, []).extend(why)
+        return table
 
     def units(self, n_splits: int) -> int:
         return _units(n_splits, self.candidates, self.grid)
@@ -320,10 +329,23 @@ def choose_recipe(
         "irt_fits": run.irt_cache.fits,
         "irt_unconverged": run.irt_cache.unconverged,
         "left_out": notes,
+        "dropped_splits": {str(b): len(why) for b, why in run.dropped.items()},
     }
-    extra = [n for n in (budget_note, outer_note) if n]
+    extra = [n for n in (budget_note, outer_note, _dropped_note(run.dropped)) if n]
     return RecipeChoice(
         chosen.method, chosen.estimator, budget, floor, per_budget, protocol, target_mae, extra
+    )
+
+
+def _dropped_note(dropped: dict[int, list[str]]) -> str | None:
+    """One line on the splits the floor could not be fitted on, or None."""
+    if not dropped:
+        return None
+    counts = ", ".join(f"{len(why)} at budget {b}" for b, why in sorted(dropped.items()))
+    first = next(iter(dropped.values()))[0]
+    return (
+        f"splits left out for every candidate ({counts}): the floor could not be fitted on "
+        f"their sources ({first})"
     )
 
 
@@ -419,6 +441,8 @@ def _choose_per_budget(table: Table, run: _Run) -> dict[int, BudgetChoice]:
         chosen = pick(rows, run.floor)
         if chosen is None:
             status = next(r["status"] for r in rows if _candidate(r) == run.floor)
+            if (run.floor, budget) not in table and run.dropped.get(budget):
+                status = f"failed on every split: {run.dropped[budget][0]}"
             raise InputError(
                 f"auto: the floor {run.floor.label} cannot be evaluated at budget {budget}: "
                 f"{status}"
@@ -472,10 +496,9 @@ def _nested(
             )
             for budget in run.grid:
                 rows = candidate_rows(table, run.candidates, budget, run.floor)
-                chosen = pick(rows, run.floor)
-                chosen = chosen or run.floor
+                chosen = pick(rows, run.floor) or run.floor
                 picks[budget][chosen.label] += 1
-                widen = fold_widen(table[(chosen, budget)])
+                widen = fold_widen(table.get((chosen, budget), Outcome()))
                 _score(split, chosen, budget, auto[budget], run, widen)
                 _score(split, run.floor, budget, base[budget], run)
             run.bar.update(run.units(1))

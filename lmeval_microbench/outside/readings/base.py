@@ -32,6 +32,11 @@ MIN_SLOPE = 0.2
 _TINY = 1e-9
 
 
+class FlatScaleError(InputError):
+    """The matrix mean hardly moves with the target score among the models a map is fitted
+    on: no reading of the matrix items can be mapped to the target there."""
+
+
 def smoothed_rates(values: np.ndarray) -> np.ndarray:
     """Per-item success rate of ``values`` (models x items, NaN = missing), strictly inside
     (0, 1): ``(right + 0.5) / (answered + 1)``, so that items every source answered alike
@@ -54,7 +59,7 @@ class ScaleMap:
             return cls()
         slope, intercept = _line(target, matrix_mean)
         if slope < MIN_SLOPE:
-            raise InputError(
+            raise FlatScaleError(
                 f"the matrix mean hardly moves with the target score (slope {slope:.3f}): "
                 "no reading of the matrix items can estimate that target"
             )
