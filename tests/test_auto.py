@@ -311,5 +311,5 @@ def test_splits_the_floor_cannot_be_fitted_on_are_left_out_for_every_candidate(f
 
 def test_a_floor_that_fails_on_every_split_is_refused_with_the_reason(flat_everywhere):
     source, score = flat_everywhere
-    with pytest.raises(InputError, match="failed on every split: the matrix mean hardly moves"):
+    with pytest.raises(InputError, match=r"failed on every split: .*the matrix mean hardly moves"):
         choose_recipe(source, score, budgets=[20], seed=0, **FAST)

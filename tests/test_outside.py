@@ -434,3 +434,12 @@ def test_a_fold_whose_sources_give_no_scale_map_is_skipped_not_fatal(flat_below)
     assert guarded.reading_name_ in guarded.fold_mae_  # scored on the folds that could map
     value, lower, upper = guarded.estimate_matrix(source.select_items(subset.item_ids))
     assert np.all(np.isfinite(value)) and np.all(lower <= value) and np.all(value <= upper)
+
+
+def test_sources_whose_matrix_mean_gives_no_scale_map_are_refused_naming_the_matrix(
+    flat_everywhere,
+):
+    source, score = flat_everywhere
+    subset = make_selector("random").select(source, 30, seed=0)
+    with pytest.raises(FlatScaleError, match=r"^flat.csv: guarded: .* among these 60 models"):
+        make_estimator("guarded").fit(source, subset, score)

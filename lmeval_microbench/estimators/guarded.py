@@ -64,6 +64,7 @@ from ..outside import (
 from ..outside.folds import DOWN, UP, ReadingScore, score_readings
 from ..outside.guard import W_MIN
 from ..outside.readings import make_reading
+from ..outside.readings.base import FlatScaleError
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
@@ -192,7 +193,10 @@ class GuardedEstimator(ScoreEstimator):
         )
         chosen = self._choose(scores)
         self.inner_ = inner
-        self.reading_ = make_reading(chosen).fit(view)
+        try:
+            self.reading_ = make_reading(chosen).fit(view)
+        except FlatScaleError as exc:
+            raise FlatScaleError(f"{source.source}: guarded: {exc}") from exc
         self.reading_name_ = chosen
         self.guard_band_ = self._band(scores.get(chosen), inner_errors[UP])
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}

@@ -60,8 +60,10 @@ class ScaleMap:
         slope, intercept = _line(target, matrix_mean)
         if slope < MIN_SLOPE:
             raise FlatScaleError(
-                f"the matrix mean hardly moves with the target score (slope {slope:.3f}): "
-                "no reading of the matrix items can estimate that target"
+                f"the matrix mean hardly moves with the target score (slope {slope:.3f}, "
+                f"under {MIN_SLOPE}): no reading of the matrix items can estimate that target "
+                f"among these {target.size} models; more source models, or scores spread wider "
+                "than the noise of the items' mean, would give one"
             )
         return cls(intercept, slope)
 
