@@ -24,19 +24,16 @@ answered.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_guard_cost import run_jobs, write_report
 from bench_peers import (
     DATA,
     Cell,
@@ -46,8 +43,6 @@ from bench_peers import (
     estimate_record,
     load_matrix,
 )
-
-from lmeval_microbench._io import write_text_if_changed
 
 REPO = Path(__file__).resolve().parents[1]
 MATRICES = ("ifeval", "musr")
@@ -180,21 +175,10 @@ def main(argv: list[str] | None = None) -> None:
         for seed in seeds
         for pattern in PATTERNS
     ]
-    start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(tqdm(pool.map(measure, jobs), total=len(jobs), desc="gaps", unit="cell"))
-    info = {
-        "command": "python tools/bench_gaps.py " + " ".join(argv or sys.argv[1:]),
-        "seconds": time.perf_counter() - start,
-        "load": [load[0], round(os.getloadavg()[0], 2)],
-    }
+    results, info = run_jobs(measure, jobs, args.jobs, "bench_gaps.py", argv)
     rows = summary(results)
-    args.out.mkdir(parents=True, exist_ok=True)
     payload = {"info": info, "summary": rows, "cells": results}
-    write_text_if_changed(
-        args.out / "gaps.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
-    )
-    write_text_if_changed(args.out / "gaps.md", render(rows, info))
+    write_report(args.out, "gaps", payload, render(rows, info))
 
 
 if __name__ == "__main__":

@@ -240,17 +240,32 @@ def run_cells(
         for c in cells
         if not wanted or cell_of(c["key"]).matrix in wanted
     ]
+    found, info = run_jobs(measure_cell, jobs, args.jobs, script, argv)
+    return [r for r in found if r is not None], info, args.out
+
+
+def run_jobs(
+    measure: Callable[[Any], Any], jobs: list[Any], n_jobs: int, script: str, argv: list[str] | None
+) -> tuple[list[Any], dict[str, Any]]:
+    """``measure`` of every job, in order, run in ``n_jobs`` processes with a progress bar, and
+    the run's info: the command that reproduces it, its seconds and the load average."""
     start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        found = tqdm(pool.map(measure_cell, jobs), total=len(jobs), desc=script, unit="cell")
-        results = [r for r in found if r is not None]
+    with ProcessPoolExecutor(n_jobs) as pool:
+        results = list(tqdm(pool.map(measure, jobs), total=len(jobs), desc=script, unit="cell"))
     info = {
         "command": f"python tools/{script} " + " ".join(argv or sys.argv[1:]),
         "seconds": time.perf_counter() - start,
         "load": [load[0], round(os.getloadavg()[0], 2)],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    return results, info, args.out
+    return results, info
+
+
+def write_report(out: Path, stem: str, payload: dict[str, Any], markdown: str) -> None:
+    """``out/<stem>.json`` and ``out/<stem>.md``, each rewritten only where it changed."""
+    out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    write_text_if_changed(out / f"{stem}.json", text)
+    write_text_if_changed(out / f"{stem}.md", markdown)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -261,10 +276,7 @@ def main(argv: list[str] | None = None) -> None:
         "note_split": note_split(results),
         "cells": results,
     }
-    write_text_if_changed(
-        out / "guard_cost.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
-    )
-    write_text_if_changed(out / "guard_cost.md", render(results, info))
+    write_report(out, "guard_cost", payload, render(results, info))
 
 
 if __name__ == "__main__":

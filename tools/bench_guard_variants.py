@@ -30,7 +30,6 @@ must equal the estimator's output: the check that the parts are the guard's.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import warnings
@@ -42,9 +41,8 @@ import numpy as np
 from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import group_of, rebuilt_guard, run_cells
+from bench_guard_cost import group_of, rebuilt_guard, run_cells, write_report
 
-from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.outside import beyond_weight, floored, guarded_interval
 from lmeval_microbench.outside.guard import W_MIN
 from lmeval_microbench.outside.readings.base import se_floor
@@ -249,10 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows = summary(results)
     payload = {"info": info, "summary": rows, "cells": results}
-    write_text_if_changed(
-        out / "guard_variants.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
-    )
-    write_text_if_changed(out / "guard_variants.md", render(rows, info))
+    write_report(out, "guard_variants", payload, render(rows, info))
 
 
 if __name__ == "__main__":

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_guard_cost import run_jobs, write_report
 from bench_peers import (
     DATA,
     Cell,
@@ -43,7 +41,6 @@ from bench_peers import (
     load_matrix,
 )
 
-from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -180,22 +177,11 @@ def main(argv: list[str] | None = None) -> None:
         for seed in seeds
     ]
     before = json.loads(args.before.read_text())["cells"] if args.before else []
-    start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(tqdm(pool.map(measure, jobs), total=len(jobs), desc="pools", unit="cell"))
-    info = {
-        "command": "python tools/bench_item_pools.py " + " ".join(argv or sys.argv[1:]),
-        "seconds": time.perf_counter() - start,
-        "load": [load[0], round(os.getloadavg()[0], 2)],
-        "before": str(args.before) if args.before else None,
-    }
+    results, info = run_jobs(measure, jobs, args.jobs, "bench_item_pools.py", argv)
+    info["before"] = str(args.before) if args.before else None
     rows = summary(results, before)
-    args.out.mkdir(parents=True, exist_ok=True)
     payload = {"info": info, "summary": rows, "cells": results}
-    write_text_if_changed(
-        args.out / "item_pools.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
-    )
-    write_text_if_changed(args.out / "item_pools.md", render(rows, info))
+    write_report(args.out, "item_pools", payload, render(rows, info))
 
 
 if __name__ == "__main__":
