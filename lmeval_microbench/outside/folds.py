@@ -87,7 +87,6 @@ class ReadingScore:
     """The reading's own absolute errors ``|reading - truth|``."""
     reach: dict[str, list[np.ndarray]] = field(default_factory=lambda: {UP: [], DOWN: []})
     """How far beyond its fold's training models the reading located each fold target."""
-    failure: str | None = None
 
     @property
     def mae(self) -> float:
@@ -130,16 +129,13 @@ def score_readings(
         inner_errors[direction].append(np.abs(np.asarray(inner[0]) - truth))
         top, bottom = float(fold.target.max()), float(fold.target.min())
         for name in names:
-            reason = READINGS[name].available(fold)
-            if reason is not None:
-                scores[name].failure = reason
+            if READINGS[name].available(fold) is not None:
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
                     reading = make_reading(name).fit(fold)
-                except FlatScaleError as exc:  # this fold's models only: the others may
-                    scores[name].failure = str(exc)
+                except FlatScaleError:  # this fold's models only: the others may map
                     continue
                 value, se = reading.read(view.values[test], inner[0])
                 located = reading.locate(view.values[test], inner[0])
