@@ -23,7 +23,6 @@ answered.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -33,18 +32,17 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import run_jobs, write_report
+from bench_guard_cost import V1_ALL, grid_parser, run_jobs, write_report
 from bench_peers import (
-    DATA,
     Cell,
     build_ours,
     cell_metrics,
     cell_rows,
     estimate_record,
     load_matrix,
+    seed_range,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 MATRICES = ("ifeval", "musr")
 POPULATIONS = ("all", "66")
 PROTOCOLS = ("random", "extrapolation")
@@ -81,7 +79,7 @@ def measure(job: tuple[str, str, str, int, str, str]) -> dict[str, Any]:
     matrix, population, protocol, seed, pattern, data = job
     cell = Cell(matrix, population, protocol, BUDGET, seed)
     values, truth, ids = load_matrix(matrix, Path(data))
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     gapped = punch_gaps(values, rows[0], pattern, seed)
     seen = truth.astype(np.float64, copy=True)
     with np.errstate(invalid="ignore"):
@@ -160,13 +158,10 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser = grid_parser(__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1", help="e.g. 0,1 or 0-4")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = seed_range(args.seeds)
     jobs = [
         (matrix, population, protocol, seed, pattern, str(args.data))
         for matrix in MATRICES

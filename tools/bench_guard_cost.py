@@ -226,12 +226,9 @@ def run_cells(
     ``bench/choice_rules.json`` (``--matrices``: only these) and run ``measure_cell`` on each in
     ``--jobs`` processes; returns its results (cells it skipped left out), the run's info
     (command, seconds, load average) and the folder to write to."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser = grid_parser(description)
     parser.add_argument("--cells", type=Path, default=REPO / "bench" / "choice_rules.json")
     parser.add_argument("--matrices", default="", help="comma-separated subset (default: all)")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     cells = json.loads(args.cells.read_text(encoding="utf-8"))["cells"]
     wanted = set(filter(None, args.matrices.split(",")))
@@ -242,6 +239,16 @@ def run_cells(
     ]
     found, info = run_jobs(measure_cell, jobs, args.jobs, script, argv)
     return [r for r in found if r is not None], info, args.out
+
+
+def grid_parser(description: str) -> argparse.ArgumentParser:
+    """The options every script that runs a grid of jobs on the real matrices takes:
+    ``--data``, ``--jobs`` (processes) and ``--out`` (the report's folder)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    return parser
 
 
 def run_jobs(

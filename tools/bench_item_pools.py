@@ -19,7 +19,6 @@ the floor could not be fitted on their sources.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,20 +29,19 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import run_jobs, write_report
+from bench_guard_cost import V1_ALL, grid_parser, run_jobs, write_report
 from bench_peers import (
-    DATA,
     Cell,
     build_ours,
     cell_metrics,
     cell_rows,
     estimate_record,
     load_matrix,
+    seed_range,
 )
 
 from lmeval_microbench.errors import InputError
 
-REPO = Path(__file__).resolve().parents[1]
 MATRICES = ("ifeval", "musr")
 POOLS = (100, 200)
 POPULATIONS = ("25", "66", "all")
@@ -61,7 +59,7 @@ def measure(job: tuple[str, int, str, str, int, str]) -> dict[str, Any]:
     matrix, size, population, protocol, seed, data = job
     cell = Cell(matrix, population, protocol, BUDGET, seed)
     values, truth, ids = load_matrix(matrix, Path(data))
-    rows = cell_rows(truth, cell, 1000)
+    rows = cell_rows(truth, cell, V1_ALL)
     columns = pool_items(values.shape[1], size, seed)
     found = {"matrix": matrix, "pool": size, "population": population, "protocol": protocol}
     found.update(seed=seed, sources=int(rows[0].size))
@@ -156,18 +154,15 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser = grid_parser(__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1", help="e.g. 0,1 or 0-4")
     parser.add_argument(
         "--before", type=Path, help="an earlier run's JSON: its refusals beside these"
     )
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = seed_range(args.seeds)
     jobs = [
         (matrix, size, population, protocol, seed, str(args.data))
         for matrix in MATRICES
