@@ -12,6 +12,7 @@ import pytest
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive import pool as pool_module
+from lmeval_microbench.adaptive.bands import BELOW
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
     AdaptiveState,
@@ -20,7 +21,6 @@ from lmeval_microbench.adaptive.pool import (
     with_floor,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
-from lmeval_microbench.adaptive.scoring import BELOW
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.bundle import load_bundle

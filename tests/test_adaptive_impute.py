@@ -7,9 +7,10 @@ import pytest
 from scipy.special import expit, logit
 
 from lmeval_microbench.adaptive import build_pool, pool_state
+from lmeval_microbench.adaptive.bands import Band
 from lmeval_microbench.adaptive.estimation import PSEUDO_ANSWERS, impute
 from lmeval_microbench.adaptive.pool import ADAPTIVE, AdaptiveState
-from lmeval_microbench.adaptive.scoring import Band, ScoreMap
+from lmeval_microbench.adaptive.scoring import ScoreMap
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 

@@ -14,6 +14,7 @@ import pytest
 
 from lmeval_microbench.adaptive import beyond as beyond_module
 from lmeval_microbench.adaptive import build_pool, pool_state
+from lmeval_microbench.adaptive.bands import ABOVE, SideBands
 from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, choose_toward
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
@@ -22,7 +23,7 @@ from lmeval_microbench.adaptive.pool import (
     _upward_refits,
     fit_adaptive_state,
 )
-from lmeval_microbench.adaptive.scoring import ABOVE, ScoreMap, SideBands
+from lmeval_microbench.adaptive.scoring import ScoreMap
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.errors import BundleError, InputError

@@ -398,6 +398,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def write_reports(out: Path, results: dict[str, Any], config: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     (out / "adaptive.json").write_text(
         json.dumps({"config": config, "results": results}, indent=1) + "\n"
     )

@@ -18,6 +18,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --ability-edges   # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --source-rates    # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --floor           # no refitting
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --upper-reach     # no refitting
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from lmeval_microbench.adaptive.pool import (
     with_ability_edges,
     with_floor,
     with_source_rates,
+    with_upper_reach,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
@@ -104,10 +106,22 @@ def add_floor(folder: Path) -> None:
     print(f"{folder.name:<11} floor below the sources {floor:.3f}", flush=True)
 
 
+def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
+    """Add the upper reach of the spans to a shipped pool whose target is not its sources'
+    mean over its items, refitting nothing
+    (:func:`~lmeval_microbench.adaptive.pool.with_upper_reach`)."""
+    bundle = with_upper_reach(load_bundle(folder), source, truth)
+    save_bundle(bundle, folder, overwrite=True)
+    reach = pool_state(bundle).state.score_map.reach
+    print(f"{folder.name:<11} upper reach {reach:.3f} binomial sds (0: none)", flush=True)
+
+
 def refresh(folder: Path, what: str, source: ResponseMatrix, truth, chance) -> None:
     """One of the refreshes that refit nothing: ``person_fit``, ``ability_edges``,
-    ``source_rates`` or ``floor``."""
-    if what == "person_fit":
+    ``source_rates``, ``floor`` or ``upper_reach``."""
+    if what == "upper_reach":
+        add_upper_reach(folder, source, truth)
+    elif what == "person_fit":
         add_person_fit(folder, source, truth, chance)
     elif what == "ability_edges":
         add_ability_edges(folder, source)
@@ -231,6 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_const",
         const="floor",
         help="only add the floor of runs below the sources to the pools of --out (no refitting)",
+    )
+    parser.add_argument(
+        "--upper-reach",
+        dest="only",
+        action="store_const",
+        const="upper_reach",
+        help="only add the upper reach of the spans to the pools of --out (no refitting)",
     )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite

@@ -43,8 +43,9 @@ from .._types import ItemId
 from ..build import fit_source_irt
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
+from .bands import ABOVE, beyond_edge
 from .calibrate import CHOICE_ITEMS, FoldRun, checkpoint_states
-from .scoring import ABOVE, ScoreMap, beyond_edge
+from .scoring import ScoreMap
 
 TOWARD_CANDIDATES = tuple(round(0.1 * k, 1) for k in range(11))
 """Shares of the way from the estimate to the reading a pool chooses among (0: no move)."""

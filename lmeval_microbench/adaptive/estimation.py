@@ -147,10 +147,37 @@ def impute_from_rates(
     return impute(expected, asked, scores, "shifted", pseudo)
 
 
+def rates_raised(rates: np.ndarray, asked: np.ndarray, scores: np.ndarray, z: float) -> np.ndarray:
+    """The source models' success rates on every pool item, shifted to the run's hit count
+    raised by ``z`` binomial standard deviations: the IRT-free reading of the strongest model
+    the run's answers allow, given how few items it was asked.
+
+    The deviation is the binomial one of the asked items at the run's own shifted rates,
+    ``sqrt(sum p (1 - p))``: a few answers after 10 items, a far smaller share after 50. The
+    asked items are read at the raised rate too, and without pseudo answers: the bound is on
+    the model's propensity, of which its answers are one noisy draw. Kept as answered, or with
+    the pseudo answers' pull towards the sources, the bound fell short of the strongest fifth
+    of MMLU's leaderboard models held out (25 items: 90 % intervals covering 0.75-0.81 of
+    them, against 0.93). A run that answered every item right is raised to the shift's bound:
+    nothing it answered says how far up it lies.
+    """
+    asked = np.asarray(asked, dtype=bool)
+    expected = np.broadcast_to(np.asarray(rates, dtype=np.float64), asked.shape)
+    observed = np.where(asked, np.nan_to_num(np.asarray(scores, dtype=np.float64)), 0.0)
+    own = _shifted(expected, asked, observed, 0.0)
+    spread = np.sqrt(np.where(asked, own * (1.0 - own), 0.0).sum(axis=1))
+    return _shifted(expected, asked, observed, 0.0, extra=z * spread)
+
+
 def _shifted(
-    expected: np.ndarray, asked: np.ndarray, observed: np.ndarray, pseudo: float
+    expected: np.ndarray,
+    asked: np.ndarray,
+    observed: np.ndarray,
+    pseudo: float,
+    extra: np.ndarray | float = 0.0,
 ) -> np.ndarray:
-    """Every row's expectations moved by the logit shift that matches its asked items.
+    """Every row's expectations moved by the logit shift that matches its asked items (with
+    ``extra`` hits added to each row's own).
 
     The mean over asked items of ``sigmoid(logit p + c)`` increases in ``c``, so a vectorised
     bisection over all rows at once finds each row's ``c``; rows with nothing asked keep ``c = 0``.
@@ -158,7 +185,8 @@ def _shifted(
     n_asked = asked.sum(axis=1)
     logits = logit(np.clip(expected, 1e-6, 1.0 - 1e-6))
     own = np.where(asked, expected, 0.0).sum(axis=1)
-    target = (observed.sum(axis=1) + pseudo * own / np.maximum(n_asked, 1)) / (n_asked + pseudo)
+    hits = observed.sum(axis=1) + extra
+    target = (hits + pseudo * own / np.maximum(n_asked, 1)) / np.maximum(n_asked + pseudo, 1e-12)
     low = np.full(len(expected), -_SHIFT_BOUND)
     high = np.full(len(expected), _SHIFT_BOUND)
     for _ in range(_BISECTIONS):

@@ -29,10 +29,11 @@ from ..outside.folds import DOWN, UP, directed_folds
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from .bands import ABOVE, BELOW, SIDE_EDGES
 from .beyond import choose_toward, fold_params
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
-from .scoring import ABOVE, BELOW, RATES_KEYS, SIDE_EDGES, ScoreMap, checkpoints_for
+from .scoring import RATES_KEYS, REACH_Z, ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector
 
 ADAPTIVE = "adaptive"
@@ -83,6 +84,7 @@ class AdaptiveState:
             **self.score_map.rates_to_dict(),
             **self.score_map.floor_to_dict(),
             **self.score_map.toward_to_dict(),
+            **self.score_map.reach_to_dict(),
             "calibration": dict(self.calibration),
         }
 
@@ -109,6 +111,7 @@ class AdaptiveState:
                     {k: obj[k] for k in RATES_KEYS} if "source_rates" in obj else None,
                     float(obj["floor"]) if "floor" in obj else None,
                     float(obj.get("toward_reading", 0.0)),
+                    float(obj.get("upper_reach", 0.0)),
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -174,7 +177,7 @@ def fit_adaptive_state(
     replayed with the score map fitted on the other four fifths and on the strongest half, and
     the strongest fifth fitted on the other four fifths and on the weakest half. Each fold's
     residuals make a set of bands (``ScoreMap.sides``), a floor on the width on its side
-    (:class:`.scoring.SideBands`).
+    (:class:`.bands.SideBands`).
     - Below: without it, the weakest fifth of held-out leaderboard models got 90 % intervals
       that held for 0.28-0.48 of them on five of the six v1 pools at 50 items
       (``bench/adaptive_before_downfold.md``). Merging the fold's residuals into the one band
@@ -218,7 +221,7 @@ def fit_adaptive_state(
         if whole
         else (0.0, {})
     )
-    score_map = score_map.with_toward(toward)
+    score_map = score_map.with_toward(toward).with_reach(0.0 if whole else REACH_Z)
     calibration = {
         "selector": MaxInfoSelector.name,
         "batch": 1,
@@ -229,6 +232,7 @@ def fit_adaptive_state(
         "pseudo_answers": pseudo,
         "pseudo_mae_by_folds": pseudo_mae,
         "toward_reading": toward,
+        "upper_reach": score_map.reach,
         "toward_mae_by_share": toward_mae,
         "cv_mae_by_items": {str(n): float(np.mean(np.abs(predictions[n] - truth))) for n in marks},
         "note": "cross-fitted replays of the source models; MAE on the fraction scale",
@@ -242,7 +246,7 @@ def ability_edges(
     """Where the sources end on the ability scale, keyed by the side they bound: the
     whole-pool abilities (the package's EAP, which a run's grid posterior equals) of the
     weakest and the strongest :data:`EDGE_SHARE` of the source models. Beyond them, a run gets
-    its side's bands (:class:`.scoring.SideBands`)."""
+    its side's bands (:class:`.bands.SideBands`)."""
     theta, _ = estimate_abilities(
         params, values, params.item_ids, prior_mean=prior_mean, prior_sd=prior_sd
     )
@@ -394,6 +398,19 @@ def with_floor(bundle: Bundle) -> Bundle:
         raise InputError(f"pool {bundle.name!r} has no person-fit block to take a floor from")
     pool = pool_state(bundle)
     score_map = pool.state.score_map.with_floor(lowest_score(bundle.person_fit))
+    return _with_state(bundle, replace(pool.state, score_map=score_map))
+
+
+def with_upper_reach(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
+    """The pool ``bundle`` with the upper reach of its spans (:data:`.scoring.REACH_Z`) where
+    its target is not the sources' mean over the pool items (``source`` and ``truth``: what it
+    was built from), refitting nothing: for pools saved before the reach. Its bands were
+    fitted on spans without it, and it only ever widens a span."""
+    if source.fingerprint() != bundle.provenance.source_sha256:
+        raise InputError(f"pool {bundle.name!r} was built from another source matrix")
+    pool = pool_state(bundle)
+    whole = is_matrix_mean(_complete(source)[:, source.item_positions(pool.item_ids)], truth)
+    score_map = pool.state.score_map.with_reach(0.0 if whole else REACH_Z)
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 
 

@@ -17,33 +17,39 @@ and a run stopped after n items uses the band of the largest checkpoint <= n (fe
 band: conservative between checkpoints). Only each band's quantiles at three levels are kept,
 which keeps a pool small.
 
-Span. A run is also scored with the unshifted (``posterior``) imputation (and, where the pool
-chose a stronger hold on the shift, with the shift of one pseudo answer: the run's own hit rate
-trusted most; :mod:`.calibrate`), and the score estimator gives its own interval for the
-imputed answers (for ``kridge`` that holds its range guard: the span of a flexible and a linear
-estimate for a model above every source model). For a model the 1-D IRT and the source models
-describe, the two estimates agree and the estimator's interval is narrower than the band; for
-one they do not (typically stronger than every source model) they part. The interval is
-therefore the span of the estimates and the estimator's interval, widened by the band; the band
-is fitted on each source model's distance *outside* its own span, a conformal score like any
-other, so the coverage of models drawn like the sources is kept, and for symmetric errors the
-width there is what the plain residual band gives. It is the rule of ``kridge``'s own range
-guard (:mod:`lmeval_microbench.estimators.ridge`): beyond the data, the disagreement of
-estimates is the honest measure of what is not known. Spans are taken at the 90 % level, so an
-80 % interval of such a run is conservative. One more reading joins the span where it places
-the run beyond every source model's true score: the run read without IRT (the sources' success
-rate on each item, shifted to the run's hit rate; :func:`.estimation.impute_from_rates`).
-Beyond the sources the 2PL fitted on them and this reading err in opposite directions on whole
-benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9 points under the truth, the
-reading 10-13 over), so the span reaches a model further out than the directed folds below
-can show. On whole-benchmark pools the estimate itself moves part of the way to the reading
-where the reading lies above every source, as far as the pool's upward folds chose
-(:mod:`.beyond`); it stays inside the span.
+Span. A run is also scored with the unshifted (``posterior``) imputation (and, where the pool chose
+a stronger hold on the shift, with the shift of one pseudo answer; :mod:`.calibrate`), and the
+score estimator gives its own interval for the imputed answers (for ``kridge`` that holds its range
+guard). For a model the 1-D IRT and the source models describe, the estimates agree and the
+estimator's interval is narrower than the band; for one they do not (typically stronger than every
+source model) they part. The interval is the span of the estimates and the estimator's interval,
+widened by the band, which is fitted on each source model's distance *outside* its own span: a
+conformal score like any other, so the coverage of models drawn like the sources is kept. It is the
+rule of ``kridge``'s range guard (:mod:`..estimators.ridge`): beyond the data, the disagreement of
+estimates is the honest measure of what is not known (spans are taken at the 90 % level: an 80 %
+interval is conservative). Two more readings join the span where they lie beyond every source
+model's true score. The run read without IRT (the sources' success rate on each item, shifted to
+the run's hit rate; :func:`.estimation.impute_from_rates`): beyond the sources it and the 2PL err
+in opposite directions on whole benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9
+points under the truth, the reading 10-13 over). And that reading at a hit count :data:`REACH_Z`
+binomial sds higher (:func:`.estimation.rates_raised`) where it lies above the sources, the static
+guard's rule for a reading that may lie beyond them (:mod:`..outside.guard`). A run of 10-25 items
+near the top of the sources cannot yet tell a model among them from one beyond them, and the bands,
+fitted where the truth stops at the strongest source, could not show it (MMLU's strongest fifth of
+the leaderboard held out: coverage 0.41 / 0.63 at 10 / 25 items without the reach, 0.96 / 0.93 with
+it; the price is width where the pool covered already: GSM8K's 1.00 at 17-39 points, was 0.90 at
+11-25). Only where the target is not the sources' mean over the pool items (the v1 pools): there
+the reading goes through the same map as the estimate and regresses with it. On a whole benchmark
+the unraised reading already errs above a model beyond the sources, and the reach only widened
+(MuSR's random splits 14-23 -> 20-40 points at 10-50 items, the same coverage), so
+:func:`.pool.fit_adaptive_state` leaves it out there. On whole-benchmark pools the estimate itself
+moves part of the way to the reading where the reading lies above every source, as far as the
+pool's upward folds chose (:mod:`.beyond`).
 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
 fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their bands
-(:class:`SideBands`) are a floor on the width of a run whose ability posterior places it
+(:class:`.bands.SideBands`) are a floor on the width of a run whose ability posterior places it
 beyond the sources.
 
 Floor. Below the sources even those bands fall short: the weakest fifth replayed with a map
@@ -67,7 +73,6 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from .._conformal import ConformalBand, fit_band
 from .._types import ItemId
 from ..errors import InputError
 from ..estimators import make_estimator
@@ -76,13 +81,12 @@ from ..irt.params import ItemParams
 from ..outside.guard import W_MIN
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates
+from .bands import ABOVE, BELOW, Band, SideBands, fit_bands, rounded
+from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates, rates_raised
 
-LEVELS = (0.8, 0.9, 0.95)
-"""Interval levels a pool stores quantiles for."""
-BELOW, ABOVE = "below", "above"
-SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
-"""Each side of the sources, and the key of its edge in the pool state (see SideBands)."""
+REACH_Z = float(norm.isf(W_MIN))
+"""Binomial sds above a run's hit count the upper reach of a pool fitted now reads (1.645,
+where the target is not the sources' mean over the pool items; see the module)."""
 RATES_KEYS = ("source_rates", "source_range")
 """Pool state keys of the IRT-free reading (:meth:`ScoreMap.rates_to_dict`)."""
 
@@ -97,160 +101,6 @@ BASE_CHECKPOINTS = (
 def checkpoints_for(n_items: int) -> tuple[int, ...]:
     """The checkpoints of a pool of ``n_items`` items (the pool size is always the last)."""
     return tuple(sorted({c for c in BASE_CHECKPOINTS if c < n_items} | {n_items}))
-
-
-@dataclass(frozen=True)
-class Band:
-    """The conformal band of one checkpoint: its scale shape and quantiles per level."""
-
-    n_items: int
-    shape: ConformalBand
-    quantiles: Mapping[float, np.ndarray]
-
-    @classmethod
-    def fit(
-        cls,
-        n_items: int,
-        prediction: np.ndarray,
-        truth: np.ndarray,
-        span: tuple[np.ndarray, np.ndarray],
-    ) -> Band:
-        """The band of each model's distance from the truth to its span (see the module)."""
-        low, high = span
-        outside = np.maximum(0.0, np.maximum(truth - high, low - truth))
-        band = fit_band(prediction, prediction + outside, "binned")
-        quantiles = {level: band.region_quantiles(level) for level in LEVELS}
-        return cls(n_items, band, quantiles)
-
-    def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
-        if level not in self.quantiles:
-            raise InputError(
-                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
-            )
-        region = self.shape.region_of(prediction)
-        return self.quantiles[level][region] * self.shape.scale(prediction)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_items": self.n_items,
-            "mode": self.shape.mode,
-            "knots": _rounded(self.shape.knots),
-            "scales": _rounded(self.shape.scales),
-            "edges": _rounded(self.shape.edges),
-            "centre": self.shape.centre,
-            "spread": self.shape.spread,
-            "quantiles": {str(level): _rounded(q) for level, q in self.quantiles.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> Band:
-        shape = ConformalBand(
-            str(obj["mode"]),
-            np.asarray(obj["knots"], dtype=np.float64),
-            np.asarray(obj["scales"], dtype=np.float64),
-            np.zeros(0),
-            np.asarray(obj["edges"], dtype=np.float64),
-            (),
-            float(obj["centre"]),
-            float(obj["spread"]),
-        )
-        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
-        regions = shape.edges.size + 1
-        if any(q.shape != (regions,) for q in quantiles.values()):
-            raise InputError(
-                f"band at {obj['n_items']} items: quantiles do not match {regions} regions"
-            )
-        return cls(int(obj["n_items"]), shape, quantiles)
-
-
-def _rounded(values: np.ndarray) -> list[float]:
-    return [round(float(v), 7) for v in np.asarray(values).reshape(-1)]
-
-
-@dataclass(frozen=True)
-class SideBands:
-    """The bands of the directed folds on one side of the source models.
-
-    ``below``: the weakest source models replayed with the map fitted on stronger ones;
-    ``above``: the strongest, fitted on weaker ones. A model beyond the sources is read worse
-    than one among them (the map regresses towards them); these bands carry that error into
-    its interval.
-
-    Which runs get them: those whose ability posterior places them beyond the sources, with
-    probability over :data:`~lmeval_microbench.outside.guard.W_MIN` (the static guard's
-    rule), on the side of ``ability_edge``: the whole-pool ability of the weakest (below) or
-    the strongest (above) percent of the source models (:func:`.pool.ability_edges`). The
-    estimate cannot tell: a model beyond the sources is estimated *inside* their range, and
-    an estimate in the weakest fifth's range is most often a model of that fifth. Applied
-    there (up to ``edge``, the best true score of the fold's models: the rule of pools saved
-    before ``ability_edge``), the bands replayed from models stronger than the whole fifth
-    gave SmolLM2-135M, inside the leaderboard's range, HellaSwag 25.0 [0.0, 81.3] after 25
-    items (before this rule; ``bench/demo_adaptive.md`` has the run now, ``bench/adaptive.md``
-    the rule's effect on replays).
-    """
-
-    side: str
-    edge: float
-    folds: tuple[tuple[Band, ...], ...]
-    ability_edge: float | None = None
-
-    @classmethod
-    def fit(
-        cls,
-        side: str,
-        folds: Sequence[
-            tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
-        ],
-        truth: np.ndarray,
-        ability_edge: float | None = None,
-    ) -> SideBands:
-        _check_side(side)
-        edge = float(np.max(truth) if side == BELOW else np.min(truth))
-        bands = tuple(_fit_bands(pred, spans, truth) for pred, spans in folds)
-        return cls(side, edge, bands, ability_edge)
-
-    def beyond(self, theta: np.ndarray, se: np.ndarray) -> np.ndarray:
-        """Posterior probability (normal) that the ability lies beyond ``ability_edge``."""
-        if self.ability_edge is None:
-            raise InputError(f"the {self.side} side bands of this pool have no ability edge")
-        return beyond_edge(theta, se, self.ability_edge, self.side)
-
-    def applies(
-        self, prediction: np.ndarray, ability: tuple[np.ndarray, np.ndarray] | None = None
-    ) -> np.ndarray:
-        """Where the bands apply: by the run's ``ability`` (posterior mean, sd), or, without
-        it or without an ability edge, by the estimate (see the class)."""
-        if ability is not None and self.ability_edge is not None:
-            return self.beyond(*ability) > W_MIN
-        return prediction <= self.edge if self.side == BELOW else prediction >= self.edge
-
-    def to_dict(self) -> dict[str, Any]:
-        folds = [[band.to_dict() for band in bands] for bands in self.folds]
-        found: dict[str, Any] = {SIDE_EDGES[self.side]: self.edge, "folds": folds}
-        if self.ability_edge is not None:
-            found["ability_edge"] = self.ability_edge
-        return found
-
-    @classmethod
-    def from_dict(cls, side: str, obj: Mapping[str, Any]) -> SideBands:
-        _check_side(side)
-        folds = tuple(tuple(Band.from_dict(b) for b in fold) for fold in obj["folds"])
-        ability = obj.get("ability_edge")
-        return cls(
-            side, float(obj[SIDE_EDGES[side]]), folds, None if ability is None else float(ability)
-        )
-
-
-def beyond_edge(theta: np.ndarray, se: np.ndarray, edge: float, side: str) -> np.ndarray:
-    """Posterior probability (normal, mean ``theta``, sd ``se``) that the ability lies
-    beyond ``edge`` on ``side``."""
-    z = (edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
-    return norm.cdf(z) if side == BELOW else norm.sf(z)
-
-
-def _check_side(side: str) -> None:
-    if side not in SIDE_EDGES:
-        raise InputError(f"unknown side {side!r}; expected one of {sorted(SIDE_EDGES)}")
 
 
 @dataclass(frozen=True)
@@ -280,6 +130,9 @@ class ScoreMap:
     floor: float | None = None
     """The lowest full score a run below every source can have (fraction; see the module's
     "Floor"). None: no floor (pools saved before it)."""
+    reach: float = 0.0
+    """Binomial sds above a run's hit count its span's upper reach reads (:data:`REACH_Z`;
+    0: no reach, as on whole-benchmark pools and in pools saved before it; see the module)."""
     toward: float = 0.0
     """Share of the way the estimate of a run moves to the IRT-free reading where that reading
     lies above every source, times the probability that its ability lies above the sources'
@@ -330,7 +183,7 @@ class ScoreMap:
         if self.pseudo != PSEUDO_ANSWERS:  # the run's own hit rate, trusted as before the choice
             readings.append(self.predict(impute(expected, asked, scores, "shifted")))
         beyond = self._rates_reading(value, asked, scores)
-        readings.append(beyond)
+        readings += [beyond, self._reach_above(value, asked, scores)]
         low = np.minimum(np.min(readings, axis=0), lower)
         high = np.maximum(np.max(readings, axis=0), upper)
         weight = self._toward_weight(ability)
@@ -373,6 +226,14 @@ class ScoreMap:
         bottom, top = self.truth_range
         return np.where((reading > top) | (reading < bottom), reading, value)
 
+    def _reach_above(self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """The IRT-free reading at a hit count :attr:`reach` binomial sds above the run's own
+        where it lies above every source's true score, else ``value`` (see the module)."""
+        if not self.reach or self.rates is None or self.truth_range is None:
+            return value
+        reach = self.predict(rates_raised(self.rates, asked, scores, self.reach))
+        return np.where(reach > self.truth_range[1], reach, value)
+
     def predict_answers(
         self, expected: np.ndarray, asked: np.ndarray, scores: np.ndarray
     ) -> np.ndarray:
@@ -405,7 +266,7 @@ class ScoreMap:
         truth: np.ndarray,
     ) -> ScoreMap:
         """The same map with a band per checkpoint from cross-fitted predictions and spans."""
-        return replace(self, bands=_fit_bands(predictions, spans, truth))
+        return replace(self, bands=fit_bands(predictions, spans, truth))
 
     def with_side(
         self,
@@ -418,7 +279,7 @@ class ScoreMap:
     ) -> ScoreMap:
         """The same map with a set of bands per directed fold ``(predictions, spans)`` of the
         models on ``side`` of the sources whose true scores are ``truth``, applied beyond
-        ``ability_edge`` (see :class:`SideBands`); an earlier set of that side is replaced."""
+        ``ability_edge`` (:class:`.bands.SideBands`); an earlier set of that side is replaced."""
         found = SideBands.fit(side, folds, truth, ability_edge)
         kept = tuple(bands for bands in self.sides if bands.side != side)
         return replace(self, sides=(*kept, found))
@@ -505,7 +366,7 @@ class ScoreMap:
         if self.rates is None or self.truth_range is None:
             return {}
         return {
-            "source_rates": dict(zip(map(str, self.item_ids), _rounded(self.rates), strict=True)),
+            "source_rates": dict(zip(map(str, self.item_ids), rounded(self.rates), strict=True)),
             "source_range": list(self.truth_range),
         }
 
@@ -524,6 +385,7 @@ class ScoreMap:
         rates: Mapping[str, Any] | None = None,
         floor: float | None = None,
         toward: float = 0.0,
+        reach: float = 0.0,
     ) -> ScoreMap:
         """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s (absent: none)."""
         if imputation not in IMPUTATIONS:
@@ -537,6 +399,7 @@ class ScoreMap:
         )
         found = found.with_rates(rates) if rates else found
         found = found.with_toward(toward) if toward else found
+        found = found.with_reach(reach) if reach else found
         return found if floor is None else found.with_floor(floor)
 
     def with_toward(self, share: float) -> ScoreMap:
@@ -552,6 +415,19 @@ class ScoreMap:
     def toward_to_dict(self) -> dict[str, Any]:
         """The move towards the reading for the pool state (empty: none)."""
         return {"toward_reading": self.toward} if self.toward else {}
+
+    def with_reach(self, z: float) -> ScoreMap:
+        """The map whose spans reach the IRT-free reading ``z`` binomial sds up (0: none)."""
+        z = float(z)
+        if not 0.0 <= z <= 10.0:
+            raise InputError(f"upper_reach must lie in [0, 10] binomial sds, got {z!r}")
+        if z and (self.rates is None or self.truth_range is None):
+            raise InputError("upper_reach needs the pool's source_rates and source_range")
+        return replace(self, reach=z)
+
+    def reach_to_dict(self) -> dict[str, Any]:
+        """The upper reach for the pool state (empty: none)."""
+        return {"upper_reach": self.reach} if self.reach else {}
 
     def with_floor(self, floor: float) -> ScoreMap:
         """The map whose runs below the sources reach ``floor`` (a fraction in [0, 1))."""
@@ -577,12 +453,3 @@ class ScoreMap:
         if not (np.all((rates >= 0) & (rates <= 1)) and 0 <= bottom <= top <= 1):
             raise InputError("source_rates and source_range must lie in [0, 1], bottom <= top")
         return replace(self, rates=rates, truth_range=(bottom, top))
-
-
-def _fit_bands(
-    predictions: Mapping[int, np.ndarray],
-    spans: Mapping[int, tuple[np.ndarray, np.ndarray]],
-    truth: np.ndarray,
-) -> tuple[Band, ...]:
-    """One band per checkpoint, in checkpoint order, from cross-fitted predictions and spans."""
-    return tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))

@@ -1,0 +1,186 @@
+"""The conformal bands of an adaptive pool: one per checkpoint of its cross-fitted runs, and the
+side bands of its directed folds (the weakest and the strongest source models replayed with the
+map fitted on the others). :class:`.scoring.ScoreMap` widens a run's span by them; see that
+module for what each band is fitted on and where it applies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from .._conformal import ConformalBand, fit_band
+from ..errors import InputError
+from ..outside.guard import W_MIN
+
+LEVELS = (0.8, 0.9, 0.95)
+"""Interval levels a pool stores quantiles for."""
+BELOW, ABOVE = "below", "above"
+SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
+"""Each side of the sources, and the key of its edge in the pool state (see SideBands)."""
+
+
+@dataclass(frozen=True)
+class Band:
+    """The conformal band of one checkpoint: its scale shape and quantiles per level."""
+
+    n_items: int
+    shape: ConformalBand
+    quantiles: Mapping[float, np.ndarray]
+
+    @classmethod
+    def fit(
+        cls,
+        n_items: int,
+        prediction: np.ndarray,
+        truth: np.ndarray,
+        span: tuple[np.ndarray, np.ndarray],
+    ) -> Band:
+        """The band of each model's distance from the truth to its span (:mod:`.scoring`)."""
+        low, high = span
+        outside = np.maximum(0.0, np.maximum(truth - high, low - truth))
+        band = fit_band(prediction, prediction + outside, "binned")
+        quantiles = {level: band.region_quantiles(level) for level in LEVELS}
+        return cls(n_items, band, quantiles)
+
+    def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
+        if level not in self.quantiles:
+            raise InputError(
+                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
+            )
+        region = self.shape.region_of(prediction)
+        return self.quantiles[level][region] * self.shape.scale(prediction)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": self.n_items,
+            "mode": self.shape.mode,
+            "knots": rounded(self.shape.knots),
+            "scales": rounded(self.shape.scales),
+            "edges": rounded(self.shape.edges),
+            "centre": self.shape.centre,
+            "spread": self.shape.spread,
+            "quantiles": {str(level): rounded(q) for level, q in self.quantiles.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> Band:
+        shape = ConformalBand(
+            str(obj["mode"]),
+            np.asarray(obj["knots"], dtype=np.float64),
+            np.asarray(obj["scales"], dtype=np.float64),
+            np.zeros(0),
+            np.asarray(obj["edges"], dtype=np.float64),
+            (),
+            float(obj["centre"]),
+            float(obj["spread"]),
+        )
+        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
+        regions = shape.edges.size + 1
+        if any(q.shape != (regions,) for q in quantiles.values()):
+            raise InputError(
+                f"band at {obj['n_items']} items: quantiles do not match {regions} regions"
+            )
+        return cls(int(obj["n_items"]), shape, quantiles)
+
+
+def rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 7) for v in np.asarray(values).reshape(-1)]
+
+
+@dataclass(frozen=True)
+class SideBands:
+    """The bands of the directed folds on one side of the source models.
+
+    ``below``: the weakest source models replayed with the map fitted on stronger ones;
+    ``above``: the strongest, fitted on weaker ones. A model beyond the sources is read worse
+    than one among them (the map regresses towards them); these bands carry that error into
+    its interval.
+
+    Which runs get them: those whose ability posterior places them beyond the sources, with
+    probability over :data:`~lmeval_microbench.outside.guard.W_MIN` (the static guard's
+    rule), on the side of ``ability_edge``: the whole-pool ability of the weakest (below) or
+    the strongest (above) percent of the source models (:func:`.pool.ability_edges`). The
+    estimate cannot tell: a model beyond the sources is estimated *inside* their range, and
+    an estimate in the weakest fifth's range is most often a model of that fifth. Applied
+    there (up to ``edge``, the best true score of the fold's models: the rule of pools saved
+    before ``ability_edge``), the bands replayed from models stronger than the whole fifth
+    gave SmolLM2-135M, inside the leaderboard's range, HellaSwag 25.0 [0.0, 81.3] after 25
+    items (before this rule; ``bench/demo_adaptive.md`` has the run now, ``bench/adaptive.md``
+    the rule's effect on replays).
+    """
+
+    side: str
+    edge: float
+    folds: tuple[tuple[Band, ...], ...]
+    ability_edge: float | None = None
+
+    @classmethod
+    def fit(
+        cls,
+        side: str,
+        folds: Sequence[
+            tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]
+        ],
+        truth: np.ndarray,
+        ability_edge: float | None = None,
+    ) -> SideBands:
+        _check_side(side)
+        edge = float(np.max(truth) if side == BELOW else np.min(truth))
+        bands = tuple(fit_bands(pred, spans, truth) for pred, spans in folds)
+        return cls(side, edge, bands, ability_edge)
+
+    def beyond(self, theta: np.ndarray, se: np.ndarray) -> np.ndarray:
+        """Posterior probability (normal) that the ability lies beyond ``ability_edge``."""
+        if self.ability_edge is None:
+            raise InputError(f"the {self.side} side bands of this pool have no ability edge")
+        return beyond_edge(theta, se, self.ability_edge, self.side)
+
+    def applies(
+        self, prediction: np.ndarray, ability: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> np.ndarray:
+        """Where the bands apply: by the run's ``ability`` (posterior mean, sd), or, without
+        it or without an ability edge, by the estimate (see the class)."""
+        if ability is not None and self.ability_edge is not None:
+            return self.beyond(*ability) > W_MIN
+        return prediction <= self.edge if self.side == BELOW else prediction >= self.edge
+
+    def to_dict(self) -> dict[str, Any]:
+        folds = [[band.to_dict() for band in bands] for bands in self.folds]
+        found: dict[str, Any] = {SIDE_EDGES[self.side]: self.edge, "folds": folds}
+        if self.ability_edge is not None:
+            found["ability_edge"] = self.ability_edge
+        return found
+
+    @classmethod
+    def from_dict(cls, side: str, obj: Mapping[str, Any]) -> SideBands:
+        _check_side(side)
+        folds = tuple(tuple(Band.from_dict(b) for b in fold) for fold in obj["folds"])
+        ability = obj.get("ability_edge")
+        return cls(
+            side, float(obj[SIDE_EDGES[side]]), folds, None if ability is None else float(ability)
+        )
+
+
+def beyond_edge(theta: np.ndarray, se: np.ndarray, edge: float, side: str) -> np.ndarray:
+    """Posterior probability (normal, mean ``theta``, sd ``se``) that the ability lies
+    beyond ``edge`` on ``side``."""
+    z = (edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
+    return norm.cdf(z) if side == BELOW else norm.sf(z)
+
+
+def _check_side(side: str) -> None:
+    if side not in SIDE_EDGES:
+        raise InputError(f"unknown side {side!r}; expected one of {sorted(SIDE_EDGES)}")
+
+
+def fit_bands(
+    predictions: Mapping[int, np.ndarray],
+    spans: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    truth: np.ndarray,
+) -> tuple[Band, ...]:
+    """One band per checkpoint, in checkpoint order, from cross-fitted predictions and spans."""
+    return tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
