@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from adaptive_support import saved_before
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive import pool as pool_module
@@ -82,14 +83,7 @@ def test_pools_saved_before_the_floor_keep_their_intervals_and_bad_floors_are_re
 def test_an_older_pool_gets_the_floor_of_its_person_fit_block_without_refitting():
     bundle = _pool()
     state = bundle.estimator_state(ADAPTIVE)
-    older_state = {k: v for k, v in state.items() if k != "floor"}
-    older = replace(
-        bundle,
-        estimators=tuple(
-            replace(spec, state=older_state) if spec.name == ADAPTIVE else spec
-            for spec in bundle.estimators
-        ),
-    )
+    older = saved_before(bundle, ["floor"])
     again = with_floor(older)
     assert again.estimator_state(ADAPTIVE) == state
     with pytest.raises(InputError, match="no person-fit block"):

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from adaptive_support import coverage_by_map, saved_before
 from test_adaptive_side_folds import coverage_of_targets, world
 
 from lmeval_microbench.adaptive import build_pool, pool_state
-from lmeval_microbench.adaptive.calibrate import checkpoint_states
 from lmeval_microbench.adaptive.estimation import impute_from_rates
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
@@ -20,8 +20,6 @@ from lmeval_microbench.adaptive.pool import (
     with_source_rates,
 )
 from lmeval_microbench.adaptive.scoring import RATES_KEYS
-from lmeval_microbench.adaptive.selection import MaxInfoSelector
-from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
@@ -111,34 +109,15 @@ def test_the_reading_covers_ifeval_models_stronger_than_every_source(ifeval_stro
     0.70 at 10 / 25 items before the reading, 0.97 / 0.97 with it; the estimate unchanged.
     Here the same runs are read by the same pool with and without it."""
     params, state, targets, truth = ifeval_strongest
-    run = replay(params, targets, selector=MaxInfoSelector(), max_items=asked)
-    _, expected, asked_mask, scores, _ = next(
-        checkpoint_states(params, targets, run.order, [asked])
-    )
-    covered, values = {}, {}
-    for name, score_map in (
-        ("with", state.score_map),
-        ("without", replace(state.score_map, rates=None)),
-    ):
-        value, low, high = score_map.predict_run(expected, asked_mask, scores)
-        lower, upper = score_map.interval(value, asked, 0.9, (low, high), run.ability_at(asked))
-        covered[name] = float(np.mean((truth >= lower - 1e-9) & (truth <= upper + 1e-9)))
-        values[name] = value
+    maps = {"with": state.score_map, "without": replace(state.score_map, rates=None)}
+    covered, values = coverage_by_map(params, targets, truth, asked, maps)
     np.testing.assert_allclose(values["with"], values["without"])
     assert covered["with"] >= 0.9 and covered["with"] >= covered["without"] + 0.15, covered
 
 
 def test_an_older_pool_gets_the_rates_of_a_new_build_without_refitting():
     matrix, truth, bundle = _pool()
-    state = bundle.estimator_state(ADAPTIVE)
-    older_state = {k: v for k, v in state.items() if k not in (*RATES_KEYS, "toward_reading")}
-    older = replace(
-        bundle,
-        estimators=tuple(
-            replace(spec, state=older_state) if spec.name == ADAPTIVE else spec
-            for spec in bundle.estimators
-        ),
-    )
+    older = saved_before(bundle, (*RATES_KEYS, "toward_reading"))
     assert pool_state(older).state.score_map.rates is None
     again = pool_state(with_source_rates(older, matrix, truth)).state.score_map
     fresh = pool_state(bundle).state.score_map

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from adaptive_support import coverage_by_map, saved_before
 from scipy.special import expit
 from tools_support import tools_module
 
 from lmeval_microbench.adaptive import build_pool, pool_state
-from lmeval_microbench.adaptive.calibrate import checkpoint_states
 from lmeval_microbench.adaptive.estimation import rates_raised
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
@@ -25,8 +25,6 @@ from lmeval_microbench.adaptive.pool import (
     with_upper_reach,
 )
 from lmeval_microbench.adaptive.scoring import REACH_Z, ScoreMap
-from lmeval_microbench.adaptive.selection import MaxInfoSelector
-from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
@@ -136,14 +134,7 @@ def test_an_older_pool_gets_the_reach_without_refitting():
     truth = 0.2 + 0.6 * expit(np.asarray(theta).reshape(-1))
     bundle = build_pool(matrix, truth, name="o", benchmark="toy", estimator="ridge")
     state = bundle.estimator_state(ADAPTIVE)
-    older_state = {k: v for k, v in state.items() if k != "upper_reach"}
-    older = replace(
-        bundle,
-        estimators=tuple(
-            replace(spec, state=older_state) if spec.name == ADAPTIVE else spec
-            for spec in bundle.estimators
-        ),
-    )
+    older = saved_before(bundle, ["upper_reach"])
     assert pool_state(older).state.score_map.reach == 0.0
     again = with_upper_reach(older, matrix, truth)
     assert again.estimator_state(ADAPTIVE) == state  # as fitted with the reach, nothing refitted
@@ -172,25 +163,13 @@ def mmlu_strongest(shared_data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("asked", [10, 25])
-def test_the_reach_covers_mmlu_models_stronger_than_every_source(
-    mmlu_strongest, asked, monkeypatch
-):
+def test_the_reach_covers_mmlu_models_stronger_than_every_source(mmlu_strongest, asked):
     """Measured on the peer split (2,728 sources, ``bench/adaptive.md``): coverage of the
     strongest fifth 0.41 / 0.63 at 10 / 25 items without the reach, 0.96 / 0.93 with it, the
     estimate unchanged. Here the same runs are read with and without it."""
     params, score_map, targets, truth = mmlu_strongest
     assert score_map.reach == pytest.approx(REACH_Z)  # a target beyond the pool's items
-    run = replay(params, targets, selector=MaxInfoSelector(), max_items=asked)
-    _, expected, asked_mask, scores, _ = next(
-        checkpoint_states(params, targets, run.order, [asked])
-    )
-    covered, values = {}, {}
-    for name in ("with", "without"):
-        if name == "without":
-            _no_reach(monkeypatch)
-        value, low, high = score_map.predict_run(expected, asked_mask, scores)
-        lower, upper = score_map.interval(value, asked, 0.9, (low, high), run.ability_at(asked))
-        covered[name] = float(np.mean((truth >= lower - 1e-9) & (truth <= upper + 1e-9)))
-        values[name] = value
+    maps = {"with": score_map, "without": replace(score_map, reach=0.0)}
+    covered, values = coverage_by_map(params, targets, truth, asked, maps)
     np.testing.assert_allclose(values["with"], values["without"])
     assert covered["with"] >= 0.85 and covered["with"] >= covered["without"] + 0.2, covered
