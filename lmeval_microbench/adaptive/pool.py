@@ -382,10 +382,7 @@ def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray)
     and scores it was built from, refitting nothing: for pools saved before the reading. Their
     bands were fitted on spans without it, and the reading only ever widens a span (where it
     lies beyond the sources), so such a pool's intervals can only grow."""
-    if source.fingerprint() != bundle.provenance.source_sha256:
-        raise InputError(f"pool {bundle.name!r} was built from another source matrix")
-    pool = pool_state(bundle)
-    _complete(source)
+    pool, _ = _pool_and_answers(bundle, source)
     score_map = pool.state.score_map.with_sources(source, truth)
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 
@@ -406,12 +403,20 @@ def with_upper_reach(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) 
     its target is not the sources' mean over the pool items (``source`` and ``truth``: what it
     was built from), refitting nothing: for pools saved before the reach. Its bands were
     fitted on spans without it, and it only ever widens a span."""
+    pool, values = _pool_and_answers(bundle, source)
+    whole = is_matrix_mean(values, truth)
+    score_map = pool.state.score_map.with_reach(0.0 if whole else REACH_Z)
+    return _with_state(bundle, replace(pool.state, score_map=score_map))
+
+
+def _pool_and_answers(bundle: Bundle, source: ResponseMatrix) -> tuple[Pool, np.ndarray]:
+    """The pool of ``bundle`` and the answers of ``source``, the matrix it was built from, in
+    pool order: what the refreshes that refit nothing read (another matrix is refused, and so
+    is one with missing answers)."""
     if source.fingerprint() != bundle.provenance.source_sha256:
         raise InputError(f"pool {bundle.name!r} was built from another source matrix")
     pool = pool_state(bundle)
-    whole = is_matrix_mean(_complete(source)[:, source.item_positions(pool.item_ids)], truth)
-    score_map = pool.state.score_map.with_reach(0.0 if whole else REACH_Z)
-    return _with_state(bundle, replace(pool.state, score_map=score_map))
+    return pool, _complete(source)[:, source.item_positions(pool.item_ids)]
 
 
 def _with_state(bundle: Bundle, state: AdaptiveState) -> Bundle:
@@ -427,10 +432,7 @@ def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:
     """The pool ``bundle`` with its side bands' ability edges (:func:`ability_edges`) from
     ``source``, the matrix it was built from, refitting nothing: for pools saved before the
     edges, which apply their side bands by the estimate."""
-    if source.fingerprint() != bundle.provenance.source_sha256:
-        raise InputError(f"pool {bundle.name!r} was built from another source matrix")
-    pool = pool_state(bundle)
-    values = _complete(source)[:, source.item_positions(pool.item_ids)]
+    pool, values = _pool_and_answers(bundle, source)
     edges = ability_edges(pool.params, values, pool.state.prior_mean, pool.state.prior_sd)
     score_map = pool.state.score_map
     sides = tuple(replace(side, ability_edge=edges[side.side]) for side in score_map.sides)
