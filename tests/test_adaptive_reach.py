@@ -24,8 +24,9 @@ from lmeval_microbench.adaptive.pool import (
     fit_adaptive_state,
     with_upper_reach,
 )
-from lmeval_microbench.adaptive.scoring import REACH_Z, ScoreMap
+from lmeval_microbench.adaptive.scoring import ScoreMap
 from lmeval_microbench.errors import BundleError, InputError
+from lmeval_microbench.outside.guard import REACH_Z
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
 

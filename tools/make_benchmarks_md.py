@@ -19,6 +19,8 @@ SECTIONS = [
     ("peers_noise.md", "tools/peers_noise.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
+    ("guard_cost_before_own_reach.md", "tools/bench_guard_cost.py"),
+    ("peers_own_reach.md", "tools/peers_compare.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
     ("gaps.md", "tools/bench_gaps.py"),
     ("item_pools.md", "tools/bench_item_pools.py"),

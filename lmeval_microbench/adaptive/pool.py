@@ -26,6 +26,7 @@ from ..estimators._fitting import is_matrix_mean
 from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.folds import DOWN, UP, directed_folds
+from ..outside.guard import REACH_Z
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
@@ -33,7 +34,7 @@ from .bands import ABOVE, BELOW, SIDE_EDGES
 from .beyond import choose_toward, fold_params
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
-from .scoring import RATES_KEYS, REACH_Z, ScoreMap, checkpoints_for
+from .scoring import RATES_KEYS, ScoreMap, checkpoints_for
 from .selection import MaxInfoSelector
 
 ADAPTIVE = "adaptive"
@@ -399,7 +400,7 @@ def with_floor(bundle: Bundle) -> Bundle:
 
 
 def with_upper_reach(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with the upper reach of its spans (:data:`.scoring.REACH_Z`) where
+    """The pool ``bundle`` with the upper reach of its spans (:data:`..outside.guard.REACH_Z`) where
     its target is not the sources' mean over the pool items (``source`` and ``truth``: what it
     was built from), refitting nothing: for pools saved before the reach. Its bands were
     fitted on spans without it, and it only ever widens a span."""

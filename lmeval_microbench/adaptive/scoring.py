@@ -31,10 +31,11 @@ interval is conservative). Two more readings join the span where they lie beyond
 model's true score. The run read without IRT (the sources' success rate on each item, shifted to
 the run's hit rate; :func:`.estimation.impute_from_rates`): beyond the sources it and the 2PL err
 in opposite directions on whole benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9
-points under the truth, the reading 10-13 over). And that reading at a hit count :data:`REACH_Z`
-binomial sds higher (:func:`.estimation.rates_raised`) where it lies above the sources, the static
-guard's rule for a reading that may lie beyond them (:mod:`..outside.guard`). A run of 10-25 items
-near the top of the sources cannot yet tell a model among them from one beyond them, and the bands,
+points under the truth, the reading 10-13 over). And that reading at a hit count
+:data:`..outside.guard.REACH_Z` binomial sds higher (:func:`.estimation.rates_raised`) where it
+lies above the sources, the static guard's rule for a reading that may lie beyond them
+(:mod:`..outside.guard`). A run of 10-25 items near the top of the sources cannot yet tell a model
+among them from one beyond them, and the bands,
 fitted where the truth stops at the strongest source, could not show it (MMLU's strongest fifth of
 the leaderboard held out: coverage 0.41 / 0.63 at 10 / 25 items without the reach, 0.96 / 0.93 with
 it; the price is width where the pool covered already: GSM8K's 1.00 at 17-39 points, was 0.90 at
@@ -71,22 +72,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from .._types import ItemId
 from ..errors import InputError
 from ..estimators import make_estimator
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
-from ..outside.guard import W_MIN
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from .bands import ABOVE, BELOW, Band, SideBands, fit_bands, rounded
 from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates, rates_raised
 
-REACH_Z = float(norm.isf(W_MIN))
-"""Binomial sds above a run's hit count the upper reach of a pool fitted now reads (1.645,
-where the target is not the sources' mean over the pool items; see the module)."""
 RATES_KEYS = ("source_rates", "source_range")
 """Pool state keys of the IRT-free reading (:meth:`ScoreMap.rates_to_dict`)."""
 
@@ -131,7 +127,7 @@ class ScoreMap:
     """The lowest full score a run below every source can have (fraction; see the module's
     "Floor"). None: no floor (pools saved before it)."""
     reach: float = 0.0
-    """Binomial sds above a run's hit count its span's upper reach reads (:data:`REACH_Z`;
+    """Binomial sds above a run's hit count its span's upper reach reads (``REACH_Z``;
     0: no reach, as on whole-benchmark pools and in pools saved before it; see the module)."""
     toward: float = 0.0
     """Share of the way the estimate of a run moves to the IRT-free reading where that reading

@@ -41,6 +41,12 @@ the chance level): below the sources those items say little, and the shipped v1 
 intervals still covered 0.41-0.74 of the weakest fifth on four benchmarks without it
 (``bench/shipped_guard_before_floor.md``). The target counts as the mean when
 :func:`._fitting.is_matrix_mean` says so on the complete source models.
+
+Where the target is the mean, the interval also reaches the own-level reading's spread
+wherever it lies above the strongest source (``reach_``, :func:`..outside.guard.reached`): the
+reading that places a model is the precise de-shrunk one, and with few sources bunched in a
+narrow range it placed models beyond them inside (MuSR, 25 sources, strongest fifth: 0.64
+coverage). States saved before the reach load without it and keep their intervals.
 """
 
 from __future__ import annotations
@@ -60,11 +66,13 @@ from ..outside import (
     beyond_weight,
     floored,
     guarded_interval,
+    reached,
 )
 from ..outside.folds import DOWN, UP, ReadingScore, score_readings
 from ..outside.guard import W_MIN
 from ..outside.readings import make_reading
 from ..outside.readings.base import FlatScaleError
+from ..outside.readings.own import OwnLevelReading
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
@@ -202,12 +210,22 @@ class GuardedEstimator(ScoreEstimator):
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
         self.guard_above_ = is_matrix_mean(source.values[complete], target[complete])
+        self.reach_ = self._fit_reach(view) if self.guard_above_ else None
         self.floor_: float | None = 0.0
         self.band_ = inner.band_
         self.head_: dict[str, Any] = {}
         self.n_source_ = inner.n_source_
         self.cv_mae_ = inner.cv_mae_
         return self
+
+    @staticmethod
+    def _fit_reach(view: SourceView) -> OwnLevelReading | None:
+        """The own-level reading whose spread the interval reaches beyond the sources
+        (:func:`..outside.guard.reached`); none where the subset cannot carry it."""
+        try:
+            return OwnLevelReading().fit(view)
+        except FlatScaleError:
+            return None
 
     def with_floor(self, floor: float) -> GuardedEstimator:
         """The lowest score a model below the sources can have (a guesser's, where the chance
@@ -305,6 +323,9 @@ class GuardedEstimator(ScoreEstimator):
         value, lower, upper = guarded_interval(inner, reading[0], band, weight, moving)
         if moving is not None and self.floor_ is not None:
             lower = floored(lower, moving, self.floor_)
+        if self.reach_ is not None:
+            own = self.reach_.read(values, inner[0])
+            upper = reached(upper, own, self.top_)
         return value, lower, upper, np.full(value.shape, np.nan)
 
     def widen_intervals(self, factor: float) -> GuardedEstimator:
@@ -344,6 +365,8 @@ class GuardedEstimator(ScoreEstimator):
         }
         if not self.guard_above_ and self.floor_ is not None:
             state["floor"] = self.floor_
+        if self.reach_ is not None:
+            state["reach"] = self.reach_.state()
         if self.missing_inflation_:
             state["missing_inflation"] = self.missing_inflation_
         return state
@@ -368,6 +391,9 @@ class GuardedEstimator(ScoreEstimator):
             # states saved before the floor have none: their lower edges stay
             floor = state.get("floor")
             estimator.floor_ = None if floor is None else _checked_floor(floor)
+            # states saved before the reach have none: their intervals stay
+            reach = state.get("reach")
+            estimator.reach_ = None if reach is None else OwnLevelReading.from_state(reach)
             estimator.band_ = estimator.inner_.band_
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         except KeyError as exc:

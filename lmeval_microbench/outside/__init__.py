@@ -20,10 +20,11 @@ This package holds the pieces of the ``guarded`` estimator
 
 from __future__ import annotations
 
-from .guard import GuardBand, beyond_weight, floored, guarded_interval
+from .guard import REACH_Z, GuardBand, beyond_weight, floored, guarded_interval, reached
 from .readings import READINGS, Reading, SourceView, make_reading
 
 __all__ = [
+    "REACH_Z",
     "READINGS",
     "GuardBand",
     "Reading",
@@ -32,4 +33,5 @@ __all__ = [
     "floored",
     "guarded_interval",
     "make_reading",
+    "reached",
 ]
