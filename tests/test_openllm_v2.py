@@ -188,7 +188,13 @@ def test_reconstruct_recomputes_the_in_run_estimates_and_the_suite_average(tiny_
 
 @pytest.mark.slow
 def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
-    """The shipped folder is what the tool writes (recipe, items, hashes, YAMLs)."""
+    """The shipped folder is what the tool writes (recipe, items, hashes, YAMLs).
+
+    Up to floating point across CPUs: tinyBenchmarks' clusters of IRT embeddings can swap a
+    near-tied item where the BLAS kernels differ (IFEval rebuilt on an AMD EPYC, one thread or
+    two, by this code and by the code that built the shipped folder: 49 of the 50 items, the
+    rest identical). So the items must agree in method and budget and in all but
+    :data:`ITEM_SWAPS` items, and every item both hold must be written the same way."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1764115200"}
     command = [
         sys.executable,
@@ -200,19 +206,28 @@ def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in (
-        "microbench_ifeval.yaml",
-        "microbench_musr.yaml",
-        "ifeval/items.jsonl",
-        "musr/items.jsonl",
-        "microbench_openllm_v2.yaml",
-    ):
+    for name in ("microbench_ifeval.yaml", "microbench_musr.yaml", "microbench_openllm_v2.yaml"):
         assert (tmp_path / name).read_text() == (SUITE / name).read_text(), name
     for name in ("ifeval", "musr"):
-        rebuilt, shipped = load_bundle(tmp_path / name), load_bundle(SUITE / name)
-        assert (
-            rebuilt.item_ids == shipped.item_ids and rebuilt.subset.method == shipped.subset.method
+        rebuilt, shipped = (
+            _item_records(folder / name / "items.jsonl") for folder in (tmp_path, SUITE)
         )
+        shared = rebuilt.keys() & shipped.keys()
+        assert len(shipped) - len(shared) <= ITEM_SWAPS, name
+        assert all(rebuilt[item] == shipped[item] for item in shared), name
+        rebuilt_bundle, shipped_bundle = load_bundle(tmp_path / name), load_bundle(SUITE / name)
+        assert rebuilt_bundle.subset.method == shipped_bundle.subset.method
+        assert rebuilt_bundle.budget == shipped_bundle.budget
+
+
+ITEM_SWAPS = 2
+"""Items a rebuild on another CPU may swap (see the test above)."""
+
+
+def _item_records(path: Path) -> dict[str, str]:
+    """Each line of an ``items.jsonl`` keyed by its item id, as written."""
+    lines = path.read_text().splitlines()
+    return {json.loads(line)["item_id"]: line for line in lines}
 
 
 @pytest.mark.parametrize(
