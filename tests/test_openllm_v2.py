@@ -186,6 +186,16 @@ def test_reconstruct_recomputes_the_in_run_estimates_and_the_suite_average(tiny_
     assert result.joint  # the suite's joint.json served the model
 
 
+ITEM_SWAPS = 2
+"""Items a rebuild on another CPU may swap (see the test below)."""
+
+
+def _item_records(path: Path) -> dict[str, str]:
+    """Each line of an ``items.jsonl`` keyed by its item id, as written."""
+    lines = path.read_text().splitlines()
+    return {json.loads(line)["item_id"]: line for line in lines}
+
+
 @pytest.mark.slow
 def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
     """The shipped folder is what the tool writes (recipe, items, hashes, YAMLs).
@@ -218,16 +228,6 @@ def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
         rebuilt_bundle, shipped_bundle = load_bundle(tmp_path / name), load_bundle(SUITE / name)
         assert rebuilt_bundle.subset.method == shipped_bundle.subset.method
         assert rebuilt_bundle.budget == shipped_bundle.budget
-
-
-ITEM_SWAPS = 2
-"""Items a rebuild on another CPU may swap (see the test above)."""
-
-
-def _item_records(path: Path) -> dict[str, str]:
-    """Each line of an ``items.jsonl`` keyed by its item id, as written."""
-    lines = path.read_text().splitlines()
-    return {json.loads(line)["item_id"]: line for line in lines}
 
 
 @pytest.mark.parametrize(

@@ -35,17 +35,16 @@ points under the truth, the reading 10-13 over). And that reading at a hit count
 :data:`..outside.guard.REACH_Z` binomial sds higher (:func:`.estimation.rates_raised`) where it
 lies above the sources, the static guard's rule for a reading that may lie beyond them
 (:mod:`..outside.guard`). A run of 10-25 items near the top of the sources cannot yet tell a model
-among them from one beyond them, and the bands,
-fitted where the truth stops at the strongest source, could not show it (MMLU's strongest fifth of
-the leaderboard held out: coverage 0.41 / 0.63 at 10 / 25 items without the reach, 0.96 / 0.93 with
-it; the price is width where the pool covered already: GSM8K's 1.00 at 17-39 points, was 0.90 at
-11-25). Only where the target is not the sources' mean over the pool items (the v1 pools): there
-the reading goes through the same map as the estimate and regresses with it. On a whole benchmark
-the unraised reading already errs above a model beyond the sources, and the reach only widened
-(MuSR's random splits 14-23 -> 20-40 points at 10-50 items, the same coverage), so
-:func:`.pool.fit_adaptive_state` leaves it out there. On whole-benchmark pools the estimate itself
-moves part of the way to the reading where the reading lies above every source, as far as the
-pool's upward folds chose (:mod:`.beyond`).
+among them from one beyond them, and the bands, fitted where the truth stops at the strongest
+source, could not show it (MMLU's strongest fifth of the leaderboard held out: coverage 0.41 / 0.63
+at 10 / 25 items without the reach, 0.96 / 0.93 with it; the price is width where the pool covered
+already: GSM8K's 1.00 at 17-39 points, was 0.90 at 11-25). Only where the target is not the
+sources' mean over the pool items (the v1 pools): there the reading goes through the same map as
+the estimate and regresses with it. On a whole benchmark the unraised reading already errs above a
+model beyond the sources, and the reach only widened (MuSR's random splits 14-23 -> 20-40 points at
+10-50 items, the same coverage), so :func:`.pool.fit_adaptive_state` leaves it out there. On
+whole-benchmark pools the estimate itself moves part of the way to the reading where the reading
+lies above every source, as far as the pool's upward folds chose (:mod:`.beyond`).
 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map

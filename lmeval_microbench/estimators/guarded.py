@@ -210,22 +210,14 @@ class GuardedEstimator(ScoreEstimator):
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
         self.guard_above_ = is_matrix_mean(source.values[complete], target[complete])
-        self.reach_ = self._fit_reach(view) if self.guard_above_ else None
+        # the own-level reading whose spread the interval reaches above the sources
+        self.reach_ = OwnLevelReading().fit(view) if self.guard_above_ else None
         self.floor_: float | None = 0.0
         self.band_ = inner.band_
         self.head_: dict[str, Any] = {}
         self.n_source_ = inner.n_source_
         self.cv_mae_ = inner.cv_mae_
         return self
-
-    @staticmethod
-    def _fit_reach(view: SourceView) -> OwnLevelReading | None:
-        """The own-level reading whose spread the interval reaches beyond the sources
-        (:func:`..outside.guard.reached`); none where the subset cannot carry it."""
-        try:
-            return OwnLevelReading().fit(view)
-        except FlatScaleError:
-            return None
 
     def with_floor(self, floor: float) -> GuardedEstimator:
         """The lowest score a model below the sources can have (a guesser's, where the chance
