@@ -200,10 +200,12 @@ def _item_records(path: Path) -> dict[str, str]:
 def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
     """The shipped folder is what the tool writes (recipe, items, hashes, YAMLs).
 
-    Up to floating point across CPUs: tinyBenchmarks' clusters of IRT embeddings can swap a
-    near-tied item where the BLAS kernels differ (IFEval rebuilt on an AMD EPYC, one thread or
-    two, by this code and by the code that built the shipped folder: 49 of the 50 items, the
-    rest identical). So the items must agree in method and budget and in all but
+    Up to floating point across CPUs. tinyBenchmarks' two-item clusters once swapped an item
+    where the BLAS kernels differed (IFEval rebuilt on an AMD EPYC: 49 of the 50 shipped
+    items): both members are equally close to the cluster's centre, and rounding picked one.
+    The first row now wins such ties (``selection.anchor_points.medoid_indices``) and the
+    folder was rebuilt so, but a near tie in the k-means assignment itself can still fall
+    either way. So the items must agree in method and budget and in all but
     :data:`ITEM_SWAPS` items, and every item both hold must be written the same way."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1764115200"}
     command = [

@@ -5,6 +5,7 @@ from lmeval_microbench.errors import InputError
 from lmeval_microbench.irt import IRTModel
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import SELECTORS, make_selector
+from lmeval_microbench.selection.anchor_points import medoid_indices
 from lmeval_microbench.selection.dpp import greedy_dpp_map
 from lmeval_microbench.selection.greedy import candidate_pool, cv_folds, tilted_model_weights
 from lmeval_microbench.selection.metabench import round_robin_max_information
@@ -222,6 +223,30 @@ def test_tinybenchmarks_fills_budget_beyond_distinct_items():
     subset = make_selector("tinybenchmarks").select(matrix, 6, seed=0)
     assert subset.budget == 6
     assert {item.split("_")[0] for item in subset.item_ids} == {"g0", "g1", "g2", "g3"}
+
+
+def test_medoid_of_equally_close_members_is_the_first_row():
+    # a two-item cluster's members are equally far from its centre, their midpoint; rounding
+    # made the second one closer here, and which one rounding favours differs between CPUs
+    points = np.array([[0.1, 0.7], [0.3, 0.9], [5.0, 5.0]])
+    labels = np.array([0, 0, 1])
+    centres = np.array([points[:2].mean(axis=0), points[2]])
+    gaps = np.sum((points[:2] - centres[0]) ** 2, axis=1)
+    assert np.argmin(gaps) == 1  # the case the tie rule is for
+    assert medoid_indices(points, labels, centres).tolist() == [0, 2]
+
+
+def test_medoids_do_not_move_with_rounding_noise():
+    rng = np.random.default_rng(3)
+    base = np.repeat(rng.normal(size=(40, 2)), 2, axis=0)
+    base[1::2] += 0.01 * rng.normal(size=(40, 2))  # pairs of near items: 40 two-item clusters
+    labels = np.repeat(np.arange(40), 2)
+    picks = []
+    for noise in (0.0, 1e-15, -1e-15):
+        points = base * (1.0 + noise * rng.normal(size=base.shape))
+        centres = np.stack([points[labels == j].mean(axis=0) for j in range(40)])
+        picks.append(medoid_indices(points, labels, centres).tolist())
+    assert picks[0] == picks[1] == picks[2] == list(range(0, 80, 2))
 
 
 def test_irt_selectors_survive_constant_items(source):

@@ -29,12 +29,12 @@ import json
 import time
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from bench_reliability import OPENLLM, load_openllm, load_psn_block, strict_json
+from worker_pool import worker_pool
 
 from lmeval_microbench.auto import FLOOR, choose_recipe
 from lmeval_microbench.auto.choice import INNER_REPEATS
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         cases += [{"kind": "psn", "benchmark": b} for b in args.psn_blocks.split(",") if b]
     start = time.perf_counter()
     if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
+        with worker_pool(args.jobs) as pool:
             results = list(pool.map(run_case, cases, [args] * len(cases)))
     else:
         results = []

@@ -20,7 +20,6 @@ import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +38,7 @@ from bench_peers import (
     split_matrices,
 )
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.estimators import estimator_from_state
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         for matrix in args.matrices.split(",")
         for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1], args.seed)
     ]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         rows = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
     groups = summary(rows)
     info = {

@@ -45,7 +45,6 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +65,7 @@ from bench_peers import (
 )
 from scipy.stats import norm
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import FLOOR, choose_recipe
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         for matrix in args.matrices.split(",")
         for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1])
     ]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         cells = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
     info = {
         "command": "python tools/bench_choice_rules.py " + " ".join(argv or sys.argv[1:]),

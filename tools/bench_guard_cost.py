@@ -27,12 +27,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, split_matrices
@@ -257,7 +257,7 @@ def run_jobs(
     """``measure`` of every job, in order, run in ``n_jobs`` processes with a progress bar, and
     the run's info: the command that reproduces it, its seconds and the load average."""
     start, load = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
-    with ProcessPoolExecutor(n_jobs) as pool:
+    with worker_pool(n_jobs) as pool:
         results = list(tqdm(pool.map(measure, jobs), total=len(jobs), desc=script, unit="cell"))
     info = {
         "command": f"python tools/{script} " + " ".join(argv or sys.argv[1:]),

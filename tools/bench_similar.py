@@ -22,7 +22,6 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from bench_peers import (
     split_matrices,
 )
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.estimators import estimator_from_state
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = seed_range(args.psn_seeds if matrix in PSN else args.seeds)
         n_items = matrix_of(matrix, args.data)[0].shape[1]
         tasks += [(args.data, cell) for cell in cells_of(matrix, n_items, seeds)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         rows = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
     peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
     entries = cases(rows, peers)

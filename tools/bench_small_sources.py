@@ -30,12 +30,12 @@ import sys
 import time
 import warnings
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_balanced_guarded import matrix_of
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     todo = cells(args.seeds, args.psn_seeds)
     todo.sort(key=lambda c: c.matrix)  # one matrix per worker at a time: its cache holds
     start, load = time.perf_counter(), [round(os.getloadavg()[0], 2)]
-    with ProcessPoolExecutor(args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         results = list(tqdm(pool.map(measure, todo, chunksize=8), total=len(todo), unit="cell"))
     load.append(round(os.getloadavg()[0], 2))
     info = {

@@ -27,7 +27,6 @@ import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 from bench_peers import DATA, V1, seed_range
 from leaderboard_bench import load_openllm
 from tqdm.auto import tqdm
+from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import choose_recipe
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seed_range(args.seeds)
     ]
     load_before, started = os.getloadavg()[0], time.time()
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         rows = list(tqdm(pool.map(measure, tasks), total=len(tasks), desc="v1 default builds"))
     given = " ".join(argv if argv is not None else sys.argv[1:])
     info = {

@@ -95,15 +95,27 @@ def kmeans(
     return labels, centres
 
 
+TIE_RTOL = 1e-9
+"""Relative gap within which members count as equally close to their centre."""
+
+
 def medoid_indices(points: np.ndarray, labels: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """For each non-empty cluster, the member closest to its centre."""
+    """For each non-empty cluster, the member closest to its centre; of members equally
+    close (within :data:`TIE_RTOL`), the first row.
+
+    The two members of a two-item cluster are exactly as close to its centre, their midpoint,
+    so floating-point rounding picked one of them, and rounding differs between CPUs: on
+    another machine the shipped IFEval tinyBenchmarks items were rebuilt with one of 50
+    swapped (item 77 for item 170 of the same cluster), from the same data and code.
+    """
     medoids = []
     for j in range(centres.shape[0]):
         members = np.flatnonzero(labels == j)
         if members.size == 0:
             continue
         gaps = np.sum((points[members] - centres[j]) ** 2, axis=1)
-        medoids.append(int(members[np.argmin(gaps)]))
+        closest = gaps <= gaps.min() + TIE_RTOL * max(float(gaps.min()), 1.0)
+        medoids.append(int(members[np.argmax(closest)]))
     return np.asarray(medoids, dtype=np.intp)
 
 
