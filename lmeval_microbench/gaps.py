@@ -23,6 +23,7 @@ from scipy.special import expit, logit
 
 from .errors import InputError
 from .responses import ResponseMatrix
+from .truth import is_matrix_mean
 
 RATE_CLIP = 0.02
 """Rates are clipped to [RATE_CLIP, 1 - RATE_CLIP] before their logits are added."""
@@ -62,8 +63,7 @@ def filled(matrix: ResponseMatrix, truth: np.ndarray) -> tuple[ResponseMatrix, n
         "matrix) filled from each model's and item's rates for the recipe choice",
         stacklevel=3,
     )
-    with np.errstate(invalid="ignore"):
-        is_mean = np.allclose(truth, row_rate, rtol=0.0, atol=1e-9)
+    is_mean = is_matrix_mean(values, truth)
     out = ResponseMatrix(
         full,
         matrix.model_ids,

@@ -21,6 +21,22 @@ _UNDECIDED = "microbench_scale_undecided"
 """``Series.attrs`` key of scores whose scale :func:`align_target` must decide (their source)."""
 
 
+MEAN_TOLERANCE = 1e-9
+"""How close (in a fraction) every target must lie to its row mean for :func:`is_matrix_mean`."""
+
+
+def is_matrix_mean(values: np.ndarray, target: np.ndarray) -> bool:
+    """Whether ``target`` is each row's mean over its scored matrix items (``values``: the
+    rows' scores on every matrix item, NaN where not scored): the matrix is the benchmark.
+
+    The estimators, the outside readings, the recipe choice and the gap filling all ask this
+    one question (a whole benchmark needs no map from the matrix mean to the target), so it is
+    answered here, below all of them."""
+    with np.errstate(invalid="ignore"):
+        matrix_mean = np.nanmean(np.asarray(values, dtype=np.float64), axis=1)
+    return bool(np.allclose(target, matrix_mean, rtol=0.0, atol=MEAN_TOLERANCE))
+
+
 def read_scores(
     path: str | os.PathLike[str],
     column: str,

@@ -26,7 +26,7 @@ folds that choose the move get their own IRT fit (:func:`.pool.fit_adaptive_stat
 bands keep the pool's.
 
 Only where the pool's target is the source models' mean over its items (a whole benchmark,
-:func:`..estimators._fitting.is_matrix_mean`): there the reading of a model's own answers needs
+:func:`..truth.is_matrix_mean`): there the reading of a model's own answers needs
 no map to the target, as for the static guard (:mod:`..estimators.guarded`). On the v1 pools
 the target is the whole benchmark's score beyond the pool's items; they keep one IRT fit and
 no move.

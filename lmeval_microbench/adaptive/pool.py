@@ -22,7 +22,6 @@ from ..bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from ..bundle.fit_spec import PersonFitSpec
 from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
-from ..estimators._fitting import is_matrix_mean
 from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.folds import DOWN, UP, directed_folds
@@ -30,6 +29,7 @@ from ..outside.guard import REACH_Z
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from ..truth import is_matrix_mean
 from .bands import ABOVE, BELOW, SIDE_EDGES
 from .beyond import choose_toward, fold_params
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions

@@ -49,6 +49,7 @@ from ..reliability import (
 )
 from ..responses import ResponseMatrix
 from ..selection import make_selector
+from ..truth import is_matrix_mean
 from ._cv import (
     FAILURES,
     Candidate,
@@ -186,8 +187,7 @@ def required_sources(source: ResponseMatrix, truth: np.ndarray) -> int:
     Below ``MIN_CALIBRATION_MODELS`` estimators fit no calibration line, which is right only
     when the truth is the mean over the matrix items; otherwise that many are needed.
     """
-    matrix_mean = np.allclose(truth, source.mean_scores(), rtol=0.0, atol=1e-9)
-    return MIN_SOURCE_MODELS if matrix_mean else MIN_CALIBRATION_MODELS
+    return MIN_SOURCE_MODELS if is_matrix_mean(source.values, truth) else MIN_CALIBRATION_MODELS
 
 
 # ---------------------------------------------------------------------- choice

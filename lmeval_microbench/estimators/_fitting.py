@@ -43,14 +43,6 @@ def usable_models(values: np.ndarray, *, any_item: bool, name: str, source: str)
     return usable
 
 
-def is_matrix_mean(values: np.ndarray, target: np.ndarray) -> bool:
-    """Whether ``target`` is each row's mean over its scored matrix items (``values``: the
-    rows' scores on every matrix item, NaN where not scored): the matrix is the benchmark."""
-    with np.errstate(invalid="ignore"):
-        matrix_mean = np.nanmean(values, axis=1)
-    return bool(np.allclose(target, matrix_mean, rtol=0.0, atol=1e-9))
-
-
 def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares ``y ~ intercept + slope * x``; a constant ``x`` gives slope 0."""
     x_mean, y_mean = float(x.mean()), float(y.mean())

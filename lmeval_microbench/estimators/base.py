@@ -43,13 +43,13 @@ from ..errors import InputError, ItemMismatchError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from ..truth import is_matrix_mean
 from ._fitting import (
     MIN_CALIBRATION_MODELS,
     checked_cross_fit,
     checked_score,
     fit_line,
     fold_labels,
-    is_matrix_mean,
     usable_models,
 )
 from .finite import FinitePopulation

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..responses import ResponseMatrix
-from ._fitting import is_matrix_mean
+from ..truth import is_matrix_mean
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ lowest score a model can have (:meth:`GuardedEstimator.with_floor`; 0 unless the
 the chance level): below the sources those items say little, and the shipped v1 recipes'
 intervals still covered 0.41-0.74 of the weakest fifth on four benchmarks without it
 (``bench/shipped_guard_before_floor.md``). The target counts as the mean when
-:func:`._fitting.is_matrix_mean` says so on the complete source models.
+:func:`..truth.is_matrix_mean` says so on the complete source models.
 
 Where the target is the mean, the interval also reaches the own-level reading's spread
 wherever it lies above the strongest source (``reach_``, :func:`..outside.guard.reached`): the
@@ -76,7 +76,8 @@ from ..outside.readings.own import OwnLevelReading
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
-from ._fitting import is_matrix_mean, usable_models
+from ..truth import is_matrix_mean
+from ._fitting import usable_models
 from .base import ScoreEstimator
 from .missing import inflation_state
 

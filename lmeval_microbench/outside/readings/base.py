@@ -23,6 +23,7 @@ from ...errors import InputError
 from ...responses import ResponseMatrix
 from ...selection.audit import AUDIT_KEY
 from ...subset import Subset
+from ...truth import is_matrix_mean
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -124,8 +125,7 @@ class SourceView:
             )
         audit_ids = set(subset.info.get(AUDIT_KEY, ()))
         values = source.values[complete]
-        with np.errstate(invalid="ignore"):
-            whole = bool(np.allclose(target, np.nanmean(values, axis=1), rtol=0, atol=1e-9))
+        whole = is_matrix_mean(values, target)
         return cls(
             values,
             positions,
