@@ -106,7 +106,8 @@ def medoid_indices(points: np.ndarray, labels: np.ndarray, centres: np.ndarray) 
     The two members of a two-item cluster are exactly as close to its centre, their midpoint,
     so floating-point rounding picked one of them, and rounding differs between CPUs: on
     another machine the shipped IFEval tinyBenchmarks items were rebuilt with one of 50
-    swapped (item 77 for item 170 of the same cluster), from the same data and code.
+    swapped (item 170 in place of item 77, its cluster's other member), from the same data
+    and code.
     """
     medoids = []
     for j in range(centres.shape[0]):
