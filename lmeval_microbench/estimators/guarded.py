@@ -76,7 +76,6 @@ from ..outside.readings.own import OwnLevelReading
 from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
-from ..truth import is_matrix_mean
 from ._fitting import usable_models
 from .base import ScoreEstimator
 from .missing import inflation_state
@@ -210,7 +209,7 @@ class GuardedEstimator(ScoreEstimator):
         self.guard_band_ = self._band(scores.get(chosen), inner_errors[UP])
         self.fold_mae_ = {n: s.mae for n, s in scores.items() if s.errors}
         self.top_, self.bottom_ = float(view.target.max()), float(view.target.min())
-        self.guard_above_ = is_matrix_mean(source.values[complete], target[complete])
+        self.guard_above_ = view.whole  # the target is the mean over the matrix items
         # the own-level reading whose spread the interval reaches above the sources
         self.reach_ = OwnLevelReading().fit(view) if self.guard_above_ else None
         self.floor_: float | None = 0.0
