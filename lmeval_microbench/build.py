@@ -14,7 +14,13 @@ from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .crossfit import cross_fit_folds, needs_cross_fit, selection_cross_fit
 from .errors import InputError
-from .estimators import DEFAULT_ESTIMATOR, ESTIMATORS, GuardedEstimator, make_estimator
+from .estimators import (
+    DEFAULT_ESTIMATOR,
+    ESTIMATORS,
+    BlendEstimator,
+    GuardedEstimator,
+    make_estimator,
+)
 from .estimators._fitting import MIN_SOURCE_MODELS
 from .gaps import complete_core
 from .irt import fit_source_irt
@@ -122,7 +128,7 @@ def build_bundle(
         estimator = make_estimator(estimator_name).fit(
             source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
         )
-        if isinstance(estimator, GuardedEstimator):
+        if isinstance(estimator, (GuardedEstimator, BlendEstimator)):
             estimator.with_floor(lowest_score(person_fit))
         if estimator_name not in cross_fits:
             estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from lmeval_microbench.auto import FALLBACK, FLOOR, Candidate, choose_recipe
+from lmeval_microbench.auto import FALLBACK_CALIBRATED, FLOOR, Candidate, choose_recipe
 from lmeval_microbench.auto._cv import Outcome
 from lmeval_microbench.auto._rule import candidate_rows, pick
 from lmeval_microbench.auto.choice import _pick_budget, default_candidates
@@ -205,7 +205,10 @@ def test_too_few_models_to_choose_fall_back_to_a_recipe_that_needs_no_choice(irt
     # sources a calibration line needs, so nothing is cross-validated
     small = irt_matrix.select_models(irt_matrix.model_ids[:15])
     choice = choose_recipe(small, small.mean_scores() * 0.5 + 0.1, budgets=[5], progress=False)
-    assert (choice.method, choice.estimator) == (FALLBACK.method, FALLBACK.estimator)
+    assert (choice.method, choice.estimator) == (
+        FALLBACK_CALIBRATED.method,
+        FALLBACK_CALIBRATED.estimator,
+    )
     assert "too few to cross-validate" in choice.notes[0]
     record = json.loads(json.dumps(choice.as_record(), allow_nan=False))
     assert record["chosen"]["cv_mae"] is None and record["candidates"] == []

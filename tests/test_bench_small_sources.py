@@ -16,8 +16,8 @@ def test_ten_sources_get_the_fallback_and_the_report_says_what_the_default_was(s
     # 10 models leave no fold to choose on: the default is the fallback, bit for bit
     assert result["default_recipe"] == fallback
     assert result["default"] == result["fallback"]
-    assert result["floor"] != result["fallback"]
-    for name in ("default", "floor", "fallback"):
+    assert result["floor"] != result["fallback"] != result["guarded"]
+    for name in ("default", "floor", "fallback", "guarded"):
         assert 0.0 <= result[name]["coverage"] <= 1.0 and result[name]["width"] > 0
     (row,) = tool.summary([result])
     assert (row["sources"], row["protocol"], row["default_is"]) == ("10", "random", {"fallback": 1})

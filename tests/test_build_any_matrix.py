@@ -81,7 +81,7 @@ def test_awkward_matrices_give_working_bundles(tmp_path, damage):
 def test_ten_models_are_enough(tmp_path, capsys):
     assert build(tmp_path, matrix(n_models=10)) == 0
     bundle = load_bundle(tmp_path / "bundle")
-    assert bundle.default_estimator == "guarded" and bundle.subset.method == FALLBACK.method
+    assert (bundle.subset.method, bundle.default_estimator) == (FALLBACK.method, FALLBACK.estimator)
     assert "too few to cross-validate" in capsys.readouterr().err
 
 

@@ -154,7 +154,7 @@ def test_a_bad_command_line_fails_in_one_line_before_any_work(tmp_path, capsys):
         (["estimate", never, "--responses", never, "--estimator", "krige"], "choose from"),
         (
             ["reconstruct", never, "--estimator", "nope"],
-            "choose from anchor, anchor_sum, calibrated",
+            "choose from anchor, anchor_sum, blend, calibrated",
         ),
         (["fit", "--responses", never, "--irt-model", "5pl", "--out", never], "invalid choice"),
         (["estimate", never, "--responses", never, "--level", "90"], "in (0, 1)"),

@@ -10,8 +10,10 @@ splits as ``tools/bench_peers.py``: 20 % of the models held out at random or the
 
 * ``default``: what ``microbench build`` does (``--method auto``), then ``estimate``;
 * ``floor``: ``--method balanced --estimator guarded``, the floor of the choice;
-* ``fallback``: ``--method stratified --estimator guarded``, what a matrix too small to
-  choose on gets.
+* ``fallback``: ``--method stratified --estimator blend``, what a matrix too small to
+  choose on gets where the truth is the matrix mean (``auto.FALLBACK``);
+* ``guarded``: ``--method stratified --estimator guarded``, the fallback before the blend
+  (and still where the truth is another score, ``auto.FALLBACK_CALIBRATED``).
 
 The psn MMLU and BBH blocks have 12 models, so their cells have 10 sources and 2 targets
 (more seeds). Errors in points; coverage of the 90 % interval (mean over cells, and the
@@ -53,14 +55,14 @@ from bench_peers import (
 )
 
 from lmeval_microbench._io import write_text_if_changed
-from lmeval_microbench.auto import FALLBACK, FLOOR
+from lmeval_microbench.auto import FALLBACK, FALLBACK_CALIBRATED, FLOOR
 from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 POPULATIONS = ("10", "15", "20")
 PROTOCOLS = ("random", "extrapolation")
 BUDGETS = (25, 50)
-RECIPES = {"floor": FLOOR, "fallback": FALLBACK}
+RECIPES = {"floor": FLOOR, "fallback": FALLBACK, "guarded": FALLBACK_CALIBRATED}
 
 
 def cells(seeds: int, psn_seeds: int) -> list[Cell]:
@@ -143,15 +145,20 @@ def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
         "(2 shared cores). The peer suite's matrices cut to 10, 15 or 20 source models "
         "(v1 six and v2 two: 4 seeds x budgets 25 and 50; psn MMLU and BBH: 10 sources, 10 "
         "seeds), 20 % of the models held out at random or the strongest 20 %. `default`: "
-        "`microbench build` as shipped; `floor`: "
-        f"`--method {FLOOR.method} --estimator {FLOOR.estimator}`; `fallback`: "
-        f"`--method {FALLBACK.method} --estimator {FALLBACK.estimator}`, what a matrix too "
-        "small to choose on gets. MAE in points; `cov`: mean over cells of the 90 % "
-        "interval's coverage, `p10`: the tenth percentile of the cells' coverage.",
+        "`microbench build` as shipped; "
+        + "; ".join(
+            f"`{name}`: `--method {r.method} --estimator {r.estimator}`"
+            for name, r in RECIPES.items()
+        )
+        + ". `fallback` is what a matrix too small to choose on gets where the truth is the "
+        "matrix mean, `guarded` the fallback before the blend. MAE in points; `cov`: mean over "
+        "cells of the 90 % interval's coverage, `p10`: the tenth percentile of the cells' "
+        "coverage.",
         "",
-        "| sources | protocol | cells | default MAE | cov | p10 | width | floor MAE | cov "
-        "| p10 | width | fallback MAE | cov | p10 | width | default was |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| sources | protocol | cells | "
+        + " | ".join(f"{name} MAE | cov | p10 | width" for name in ("default", *RECIPES))
+        + " | default was |",
+        "|---|---|---:|" + "---:|" * (4 * (1 + len(RECIPES))) + "---|",
     ]
     for r in summary(results):
         cols = []

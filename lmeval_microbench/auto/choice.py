@@ -78,14 +78,25 @@ items, it erred by 5.9 points there and its intervals covered 0.43). Uniformly r
 were the floor's items until ``balanced`` ones, read with ``guarded``, erred less in 53 of
 76 cells of the peer suite's splits over six draws each, most under extrapolation (the
 strongest fifth with all sources: 2.96 -> 2.76 points, ``bench/balanced_guarded.md``)."""
-FALLBACK = Candidate("stratified", "guarded")
-"""What a matrix too small to cross-validate a choice gets (10 source models where the truth is
-the matrix mean, up to 20 otherwise): random items by subject, read with ``guarded``. Not the
-floor's ``balanced`` items: they look at the sources' answers, which makes an interval
-calibrated on those same sources optimistic unless each fold re-selects the items
-(:mod:`..crossfit`), and with 10 models no fold leaves enough to fit on. On the peer suite's
-matrices cut to 10 sources (``tools/bench_small_sources.py``) the floor's 90 % intervals
-covered 0.86 of held-out models on random splits, these 0.90, at the same error."""
+FALLBACK = Candidate("stratified", "blend")
+"""What a matrix too small to cross-validate a choice gets where the truth is the matrix mean
+(10 source models): random items by subject, read with the mean of ``guarded`` and
+``similar`` (:mod:`..estimators.blend`). Not the floor's ``balanced`` items: they look at the
+sources' answers, which makes an interval calibrated on those same sources optimistic unless
+each fold re-selects the items (:mod:`..crossfit`), and with 10 models no fold leaves enough to
+fit on. On the peer suite's matrices cut to 10 sources (``tools/bench_small_sources.py``) the
+floor's 90 % intervals covered 0.87 of held-out models on random splits, random items read
+with ``guarded`` 0.91 at the same error. Read with the blend instead of ``guarded`` alone
+(the fallback before it), those items erred 3.86 -> 3.71 points on the strongest fifth and
+3.57 -> 3.53 on random splits (psn: 2.82 -> 2.76, 4.94 -> 4.61), random-split coverage 0.91 ->
+0.93."""
+FALLBACK_CALIBRATED = Candidate("stratified", "guarded")
+"""The fallback where the truth is another score than the matrix mean (up to 20 source
+models): there ``similar`` maps the matrix mean to the target by a line fitted on those few
+models, and beyond them its intervals held too seldom, so the blend gained nothing (the Open
+LLM Leaderboard v1 matrices against the whole benchmarks' scores, 12 and 20 sources, random
+items at 25 and 50, strongest and weakest fifths: ``similar`` covered 0.63-0.79, the blend
+0.85-0.98 against ``guarded``'s 0.91-0.99, at about the same error; a scratch run)."""
 DEFAULT_METHODS = ("balanced", "stratified", "anchor_points", "tinybenchmarks")
 """Selections the default choice (random and extrapolation folds) tries."""
 INSIDE_METHODS = (*DEFAULT_METHODS, "dpp", "greedy")
@@ -297,7 +308,7 @@ def choose_recipe(
     )
     inner = run.inner(matrix.n_models)
     if inner is None:
-        return _fallback(source, matrix, grid, floor, seed, notes, target_mae)
+        return _fallback(source, matrix, truth, grid, floor, seed, notes, target_mae)
     outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
     with tqdm(
         total=run.units(_n_splits(run, inner, outer)),
@@ -360,13 +371,15 @@ def _n_splits(run: _Run, inner: SplitScheme, outer: SplitScheme | None) -> int:
 def _fallback(
     source: ResponseMatrix,
     matrix: ResponseMatrix,
+    truth: np.ndarray,
     grid: tuple[int, ...],
     floor: Candidate,
     seed: int,
     notes: list[str],
     target_mae: float | None,
 ) -> RecipeChoice:
-    """:data:`FALLBACK` where there are too few models to cross-validate a choice.
+    """:data:`FALLBACK` where there are too few models to cross-validate a choice
+    (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean).
 
     Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
     """
@@ -375,8 +388,9 @@ def _fallback(
             f"{source.source}: {matrix.n_models} models have responses and scores; a bundle "
             f"needs at least {MIN_SOURCE_MODELS} source models"
         )
-    chosen = FALLBACK if floor == FLOOR else floor
-    why = "random items whose interval needs no folds" if chosen == FALLBACK else "as asked"
+    fallback = FALLBACK if is_matrix_mean(matrix.values, truth) else FALLBACK_CALIBRATED
+    chosen = fallback if floor == FLOOR else floor
+    why = "random items whose interval needs no folds" if chosen == fallback else "as asked"
     note = (
         f"{matrix.n_models} models are too few to cross-validate a choice (each fold would "
         f"leave fewer source models than an estimator needs): {chosen.label}, {why}, without "

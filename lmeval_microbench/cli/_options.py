@@ -58,6 +58,7 @@ METHODS = (
 ESTIMATORS = (
     "anchor",
     "anchor_sum",
+    "blend",
     "calibrated",
     "gpirt",
     "guarded",

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import InputError
 from .anchor import AnchorEstimator, AnchorSumEstimator
 from .base import ScoreEstimator
+from .blend import BlendEstimator
 from .calibrated import CalibratedEstimator
 from .guarded import GuardedEstimator
 from .irt import GPIRTEstimator, IRTEstimator, PIRTEstimator
@@ -29,6 +30,7 @@ ESTIMATORS: dict[str, type[ScoreEstimator]] = {
         KernelRidgeEstimator,
         GuardedEstimator,
         SimilarEstimator,
+        BlendEstimator,
     )
 }
 """Estimator classes by their ``name``."""
@@ -67,6 +69,7 @@ __all__ = [
     "ESTIMATORS",
     "AnchorEstimator",
     "AnchorSumEstimator",
+    "BlendEstimator",
     "CalibratedEstimator",
     "GPIRTEstimator",
     "GuardedEstimator",
