@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 
 from lmeval_microbench.auto import FALLBACK, FALLBACK_CALIBRATED, choose_recipe
+from lmeval_microbench.build import build_bundle
 from lmeval_microbench.errors import InputError
-from lmeval_microbench.estimators import BlendEstimator, estimator_from_state, make_estimator
+from lmeval_microbench.estimators import (
+    FITTED_BY_DEFAULT,
+    BlendEstimator,
+    estimator_from_state,
+    make_estimator,
+)
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
 
@@ -126,3 +132,25 @@ def test_coverage_holds_for_models_like_and_beyond_ten_sources():
             covered[shift].append(np.mean((lower <= truth) & (truth <= upper)))
     assert np.mean(covered[0.0]) >= 0.85
     assert np.mean(covered[1.0]) >= 0.85
+
+
+def test_a_build_fits_the_blend_only_where_it_is_the_default_or_named():
+    """It would fit guarded and similar a second time in every build."""
+    source, _ = world(6, n_source=30)
+    truth = source.mean_scores()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = build_bundle(source, truth, name="b", benchmark="b", method="random", budget=30)
+        chosen = build_bundle(
+            source,
+            truth,
+            name="b",
+            benchmark="b",
+            method="random",
+            budget=30,
+            default_estimator="blend",
+        )
+    assert "blend" not in {spec.name for spec in plain.estimators}
+    assert {"guarded", "similar"} <= {spec.name for spec in plain.estimators}
+    assert chosen.default_estimator == "blend"
+    assert {spec.name for spec in chosen.estimators} == {*FITTED_BY_DEFAULT, "blend"}

@@ -161,7 +161,10 @@ def _add_score_options(parser: argparse.ArgumentParser) -> None:
         "--estimators",
         type=estimator_names,
         metavar="NAMES",
-        help=f"comma-separated estimators to fit, of {listing(ESTIMATORS)} (default: all)",
+        help=(
+            f"comma-separated estimators to fit, of {listing(ESTIMATORS)} (default: all but "
+            "blend, which averages two of the others; it is fitted where it is the default)"
+        ),
     )
     parser.add_argument(
         "--default-estimator",
