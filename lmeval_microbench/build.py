@@ -16,6 +16,7 @@ from .crossfit import cross_fit_folds, needs_cross_fit, selection_cross_fit
 from .errors import InputError
 from .estimators import (
     DEFAULT_ESTIMATOR,
+    ESTIMATORS,
     FITTED_BY_DEFAULT,
     BlendEstimator,
     GuardedEstimator,
@@ -83,8 +84,8 @@ def build_bundle(
 ) -> Bundle:
     """Select ``budget`` items with ``method`` and fit the estimators on ``source``.
 
-    ``estimators`` None fits :func:`default_names` (every estimator but ``blend``, plus the
-    default estimator).
+    ``estimators`` None fits :func:`default_names` (every estimator but ``blend`` that can read
+    ``budget`` items, plus the default estimator).
 
     ``target`` is the true full score of each source model (fractions). The reliability
     summary records each estimator's cross-validated MAE on the source models.
@@ -103,7 +104,7 @@ def build_bundle(
     (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
     sample of the items the method left out (:func:`.selection.select_with_audit`).
     """
-    names = list(estimators) if estimators else default_names(default_estimator)
+    names = list(estimators) if estimators else default_names(default_estimator, budget)
     if default_estimator is not None and default_estimator not in names:
         raise InputError(f"default estimator {default_estimator!r} is not among {names}")
     selector = make_selector(method)
@@ -214,10 +215,11 @@ def choice_widen(
     return float(chosen.get("interval_widen", 1.0))
 
 
-def default_names(default_estimator: str | None) -> list[str]:
-    """The estimators a build fits when none are named: :data:`.estimators.FITTED_BY_DEFAULT`,
-    and the default estimator where it is not among them."""
-    names = list(FITTED_BY_DEFAULT)
+def default_names(default_estimator: str | None, budget: int) -> list[str]:
+    """The estimators a build fits when none are named: :data:`.estimators.FITTED_BY_DEFAULT`
+    that can read ``budget`` items (``similar`` needs 4), and the default estimator where it
+    is not among them."""
+    names = [n for n in FITTED_BY_DEFAULT if ESTIMATORS[n].min_items <= budget]
     if default_estimator is not None and default_estimator not in names:
         names.append(default_estimator)
     return names

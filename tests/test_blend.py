@@ -154,3 +154,26 @@ def test_a_build_fits_the_blend_only_where_it_is_the_default_or_named():
     assert {"guarded", "similar"} <= {spec.name for spec in plain.estimators}
     assert chosen.default_estimator == "blend"
     assert {spec.name for spec in chosen.estimators} == {*FITTED_BY_DEFAULT, "blend"}
+
+
+@pytest.mark.parametrize("budget", [1, 3])
+def test_a_budget_under_four_items_builds_without_similar_and_blend(budget):
+    """``similar`` reads at least 4 items; a default build of fewer leaves it out instead of
+    refusing, and the 10-model fallback reads them with ``guarded`` alone."""
+    source, _ = world(7)
+    truth = source.mean_scores()
+    choice = choose_recipe(source, truth, budgets=[budget], progress=False)
+    assert choice.estimator == FALLBACK_CALIBRATED.estimator
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_bundle(
+            source,
+            truth,
+            name="b",
+            benchmark="b",
+            method=choice.method,
+            budget=budget,
+            default_estimator=choice.estimator,
+        )
+    names = {spec.name for spec in bundle.estimators}
+    assert "similar" not in names and "blend" not in names and "guarded" in names

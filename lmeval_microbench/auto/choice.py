@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from .._rng import spawn
 from ..errors import InputError
-from ..estimators import make_estimator
+from ..estimators import ESTIMATORS, make_estimator
 from ..estimators._fitting import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
 from ..gaps import filled
 from ..reliability import (
@@ -379,7 +379,8 @@ def _fallback(
     target_mae: float | None,
 ) -> RecipeChoice:
     """:data:`FALLBACK` where there are too few models to cross-validate a choice
-    (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean).
+    (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean, or the budget is
+    smaller than the blend can read).
 
     Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
     """
@@ -388,7 +389,10 @@ def _fallback(
             f"{source.source}: {matrix.n_models} models have responses and scores; a bundle "
             f"needs at least {MIN_SOURCE_MODELS} source models"
         )
-    fallback = FALLBACK if is_matrix_mean(matrix.values, truth) else FALLBACK_CALIBRATED
+    blend_reads = grid[-1] >= ESTIMATORS[FALLBACK.estimator].min_items
+    fallback = (
+        FALLBACK if blend_reads and is_matrix_mean(matrix.values, truth) else FALLBACK_CALIBRATED
+    )
     chosen = fallback if floor == FLOOR else floor
     why = "random items whose interval needs no folds" if chosen == fallback else "as asked"
     note = (

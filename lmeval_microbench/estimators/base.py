@@ -90,6 +90,9 @@ class ScoreEstimator(ABC):
     """The benchmark when the target is the mean over all source items; see predict_rows."""
     features_estimate_full_score: ClassVar[bool] = False
     """Whether the first feature is a full-score estimate (a subset mean, an anchor sum)."""
+    min_items: ClassVar[int] = 1
+    """Fewest subset items the estimator can be fitted on (a build given fewer leaves it out
+    unless it is named)."""
 
     def __init__(
         self,

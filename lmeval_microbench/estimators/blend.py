@@ -32,6 +32,7 @@ from ..responses import ResponseMatrix
 from ..subset import Subset
 from .base import ScoreEstimator
 from .missing import inflation_state
+from .similar import SimilarEstimator
 
 MEMBERS = ("guarded", "similar")
 """The estimators the default blend averages."""
@@ -50,6 +51,8 @@ class BlendEstimator(ScoreEstimator):
     """
 
     name = "blend"
+    min_items = SimilarEstimator.min_items
+    """Its default members' largest."""
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ from .._conformal import ConformalBand, fit_band
 from ..errors import InputError
 from ..irt.params import ItemParams
 from ..outside.readings import SourceView
-from ..outside.readings.similar import SimilarReading
+from ..outside.readings.similar import MIN_ITEMS, SimilarReading
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._fitting import usable_models
@@ -43,6 +43,7 @@ class SimilarEstimator(ScoreEstimator):
     """
 
     name = "similar"
+    min_items = MIN_ITEMS
 
     # the base class's two stages do not apply: the reading is the estimate
     def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
