@@ -200,6 +200,27 @@ def test_supervised_selections_are_tried_only_for_models_like_the_sources(irt_ma
     assert named == [Candidate("greedy", "guarded")]
 
 
+def test_under_twenty_models_keep_the_floor_without_choosing(irt_matrix):
+    # 15 models whose truth is the matrix mean: folds could be cut, but on three or four
+    # models each they choose by luck (bench/small_sources.md), so the floor stands
+    small = irt_matrix.select_models(irt_matrix.model_ids[:15])
+    choice = choose_recipe(small, small.mean_scores(), budgets=[10], progress=False)
+    assert (choice.method, choice.estimator) == (FLOOR.method, FLOOR.estimator)
+    assert "too few to choose a recipe on" in choice.notes[0]
+    assert choice.as_record()["candidates"] == []
+    named = choose_recipe(
+        small,
+        small.mean_scores(),
+        budgets=[10],
+        floor=Candidate("random", "guarded"),
+        progress=False,
+    )
+    assert (named.method, named.estimator) == ("random", "guarded")
+    twenty = irt_matrix.select_models(irt_matrix.model_ids[:20])
+    chosen = choose_recipe(twenty, twenty.mean_scores(), budgets=[10], progress=False)
+    assert chosen.as_record()["candidates"]
+
+
 def test_too_few_models_to_choose_fall_back_to_a_recipe_that_needs_no_choice(irt_matrix):
     # 15 models whose truth is not the matrix mean: folds would leave fewer than the 20
     # sources a calibration line needs, so nothing is cross-validated

@@ -130,6 +130,15 @@ MAX_MODELS = 300
 """Models the choice runs on at most (a seeded random subsample above)."""
 WIDE_ITEMS = 3000
 """Above this many items IRT candidates leave the default list (seconds per IRT fit)."""
+MIN_CHOICE_MODELS = MIN_CALIBRATION_MODELS
+"""Fewest models the choice cross-validates on; from 11 up to this the floor is kept without
+a choice. Folds of a handful of models pick a candidate by its luck on three or four of them:
+on the peer suite's matrices cut to 15 sources (``tools/bench_small_sources.py``, 64 cells
+per protocol) the choice erred 4.00 points on the strongest fifth and 3.54 on random splits
+where the floor erred 3.52 and 3.48, on six and five of the eight matrices more; with 20
+sources the two were level (3.45 / 3.57 against 3.41 / 3.53;
+``bench/small_sources_before_min_choice.md``). The same count below which a calibration line
+is not fitted."""
 INNER_REPEATS = 5
 """Random folds of the choice (each model a target once)."""
 OUTER_REPEATS = 0
@@ -307,8 +316,9 @@ def choose_recipe(
         extrapolation=extrapolation,
     )
     inner = run.inner(matrix.n_models)
-    if inner is None:
-        return _fallback(source, matrix, truth, grid, floor, seed, notes, target_mae)
+    if inner is None or matrix.n_models < MIN_CHOICE_MODELS:
+        foldable = inner is not None
+        return _fallback(source, matrix, truth, grid, floor, seed, notes, target_mae, foldable)
     outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
     with tqdm(
         total=run.units(_n_splits(run, inner, outer)),
@@ -377,10 +387,12 @@ def _fallback(
     seed: int,
     notes: list[str],
     target_mae: float | None,
+    foldable: bool = False,
 ) -> RecipeChoice:
     """:data:`FALLBACK` where there are too few models to cross-validate a choice
     (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean, or the budget is
-    smaller than the blend can read).
+    smaller than the blend can read); the floor where folds could be cut but are too small to
+    choose on (``foldable``, fewer than :data:`MIN_CHOICE_MODELS`).
 
     Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
     """
@@ -389,17 +401,21 @@ def _fallback(
             f"{source.source}: {matrix.n_models} models have responses and scores; a bundle "
             f"needs at least {MIN_SOURCE_MODELS} source models"
         )
-    blend_reads = grid[-1] >= ESTIMATORS[FALLBACK.estimator].min_items
-    fallback = (
-        FALLBACK if blend_reads and is_matrix_mean(matrix.values, truth) else FALLBACK_CALIBRATED
-    )
-    chosen = fallback if floor == FLOOR else floor
-    why = "random items whose interval needs no folds" if chosen == fallback else "as asked"
-    note = (
-        f"{matrix.n_models} models are too few to cross-validate a choice (each fold would "
-        f"leave fewer source models than an estimator needs): {chosen.label}, {why}, without "
-        "a measured error"
-    )
+    if foldable:
+        chosen = floor
+        note = (
+            f"{matrix.n_models} models are too few to choose a recipe on (folds of a handful of "
+            f"models choose by luck; under {MIN_CHOICE_MODELS} a choice erred more than the floor, "
+            f"bench/small_sources.md): {chosen.label}, without a measured error"
+        )
+    else:
+        chosen = _unfoldable(matrix, truth, grid, floor)
+        why = "as asked" if floor != FLOOR else "random items whose interval needs no folds"
+        note = (
+            f"{matrix.n_models} models are too few to cross-validate a choice (each fold would "
+            f"leave fewer source models than an estimator needs): {chosen.label}, {why}, "
+            "without a measured error"
+        )
     per_budget = {b: BudgetChoice(b, chosen, []) for b in grid}
     protocol = {
         "models_total": int(source.n_models),
@@ -422,6 +438,18 @@ def _fallback(
         target_mae,
         [note],
     )
+
+
+def _unfoldable(
+    matrix: ResponseMatrix, truth: np.ndarray, grid: tuple[int, ...], floor: Candidate
+) -> Candidate:
+    """What a matrix no fold can be cut from gets: the user's own method (``floor`` not the
+    default), else :data:`FALLBACK`, or :data:`FALLBACK_CALIBRATED` where the truth is not
+    the matrix mean or the budget is smaller than the blend can read."""
+    if floor != FLOOR:
+        return floor
+    blend_reads = grid[-1] >= ESTIMATORS[FALLBACK.estimator].min_items
+    return FALLBACK if blend_reads and is_matrix_mean(matrix.values, truth) else FALLBACK_CALIBRATED
 
 
 def _choice_models(
