@@ -104,11 +104,42 @@ def test_bad_members_are_refused_by_name(members, message):
         BlendEstimator(members=members).fit(source, subset, source.mean_scores())
 
 
-def test_a_state_whose_members_differ_from_its_parameters_is_refused():
+def _reversed(state):
+    state["members"] = state["members"][::-1]
+
+
+def _emptied(state):
+    state["members"] = []
+
+
+def _not_a_list(state):
+    state["members"] = 3
+
+
+def _member_broken(state):
+    del state["members"][1]["reading"]
+
+
+def _other_items(state):
+    state["members"][0]["item_ids"] = ["x"] * len(state["item_ids"])
+    state["members"][0]["inner_state"]["item_ids"] = state["members"][0]["item_ids"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_reversed, "saved members"),
+        (_emptied, "saved members"),
+        (_not_a_list, "malformed"),
+        (_member_broken, "lacks field 'reading'"),
+        (_other_items, "other items"),
+    ],
+)
+def test_a_damaged_state_is_refused_in_one_line(damage, message):
     source, _ = world(4)
     state = json.loads(json.dumps(fitted("blend", source)[0].state_dict()))
-    state["members"] = state["members"][::-1]
-    with pytest.raises(InputError, match="saved members"):
+    damage(state)
+    with pytest.raises(InputError, match=message):
         estimator_from_state(state)
 
 

@@ -334,6 +334,19 @@ class ScoreEstimator(ABC):
         return prediction
 
     # ------------------------------------------------------------------ estimate
+    def _sibling(self, name: str) -> ScoreEstimator:
+        """A new estimator ``name`` with this one's common parameters: the parts of an
+        estimator made of others (``guarded``'s inner one, ``blend``'s members)."""
+        from . import make_estimator
+
+        return make_estimator(
+            name,
+            calibration=self.calibration,
+            interval=self.interval,
+            n_folds=self.n_folds,
+            random_state=self.random_state,
+        )
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "band_"):
             raise InputError(f"{self.name}: not fitted; call fit() or from_state() first")

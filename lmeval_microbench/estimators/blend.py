@@ -30,6 +30,7 @@ from ..errors import InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
+from ._state import state_errors
 from .base import ScoreEstimator
 from .missing import inflation_state
 from .similar import SimilarEstimator
@@ -94,17 +95,6 @@ class BlendEstimator(ScoreEstimator):
     def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def _make_member(self, name: str) -> ScoreEstimator:
-        from . import make_estimator
-
-        return make_estimator(
-            name,
-            calibration=self.calibration,
-            interval=self.interval,
-            n_folds=self.n_folds,
-            random_state=self.random_state,
-        )
-
     # ------------------------------------------------------------------ fit
     def fit(
         self,
@@ -123,7 +113,7 @@ class BlendEstimator(ScoreEstimator):
         """
         target, _ = self._begin_fit(source, subset, target)
         self.members_ = [
-            self._make_member(name).fit(source, subset, target, irt=irt, cross_fit=cross_fit)
+            self._sibling(name).fit(source, subset, target, irt=irt, cross_fit=cross_fit)
             for name in self.members
         ]
         self.band_ = self.members_[0].band_
@@ -172,21 +162,16 @@ class BlendEstimator(ScoreEstimator):
     def from_state(cls, state: Mapping[str, Any]) -> BlendEstimator:
         if cls is not BlendEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
-        try:
+        with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator._validate_params()
-            estimator.members_ = [ScoreEstimator.from_state(s) for s in state["members"]]
-            estimator.band_ = estimator.members_[0].band_
+            members = [ScoreEstimator.from_state(s) for s in state["members"]]
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
-        except KeyError as exc:
-            raise InputError(f"blend: estimator state lacks field {exc.args[0]!r}") from exc
-        except InputError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"blend: malformed estimator state ({exc})") from exc
-        names = tuple(m.name for m in estimator.members_)
+        names = tuple(m.name for m in members)
         if names != estimator.members:
             raise InputError(f"blend: saved members {names} differ from its parameters")
-        if any(m.item_ids_ != estimator.item_ids_ for m in estimator.members_):
+        if any(m.item_ids_ != estimator.item_ids_ for m in members):
             raise InputError("blend: a member was fitted on other items")
+        estimator.members_ = members
+        estimator.band_ = members[0].band_
         return estimator

@@ -77,6 +77,7 @@ from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
 from ._fitting import usable_models
+from ._state import state_errors
 from .base import ScoreEstimator
 from .missing import inflation_state
 
@@ -167,15 +168,7 @@ class GuardedEstimator(ScoreEstimator):
         raise NotImplementedError
 
     def _make_inner(self) -> ScoreEstimator:
-        from . import make_estimator
-
-        return make_estimator(
-            self.inner,
-            calibration=self.calibration,
-            interval=self.interval,
-            n_folds=self.n_folds,
-            random_state=self.random_state,
-        )
+        return self._sibling(self.inner)
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -367,7 +360,7 @@ class GuardedEstimator(ScoreEstimator):
     def from_state(cls, state: Mapping[str, Any]) -> GuardedEstimator:
         if cls is not GuardedEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
-        try:
+        with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator.inner_ = ScoreEstimator.from_state(state["inner_state"])
             reading = state["reading"]
@@ -388,12 +381,6 @@ class GuardedEstimator(ScoreEstimator):
             estimator.reach_ = None if reach is None else OwnLevelReading.from_state(reach)
             estimator.band_ = estimator.inner_.band_
             estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
-        except KeyError as exc:
-            raise InputError(f"guarded: estimator state lacks field {exc.args[0]!r}") from exc
-        except InputError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"guarded: malformed estimator state ({exc})") from exc
         if len(estimator.item_ids_) != len(estimator.inner_.item_ids_):
             raise InputError("guarded: the inner estimator was fitted on other items")
         return estimator

@@ -32,6 +32,7 @@ from ..outside.readings.similar import MIN_ITEMS, SimilarReading
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._fitting import usable_models
+from ._state import state_errors
 from .base import ScoreEstimator
 
 
@@ -123,18 +124,12 @@ class SimilarEstimator(ScoreEstimator):
     def from_state(cls, state: Mapping[str, Any]) -> SimilarEstimator:
         if cls is not SimilarEstimator or state.get("estimator") != cls.name:
             return super().from_state(state)  # type: ignore[return-value]
-        try:
+        with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator.reading_ = SimilarReading.from_state(state["reading"])
             estimator.studentized_ = np.asarray(state["studentized"], dtype=np.float64)
             estimator.widen_ = float(state["widen"])
             estimator.band_ = ConformalBand.from_dict(state["band"])
-        except KeyError as exc:
-            raise InputError(f"similar: estimator state lacks field {exc.args[0]!r}") from exc
-        except InputError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"similar: malformed estimator state ({exc})") from exc
         if estimator.reading_.asked_.shape[1] != len(estimator.item_ids_):
             raise InputError("similar: the saved source answers do not match the subset items")
         return estimator
