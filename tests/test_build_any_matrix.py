@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmeval_microbench.auto import FALLBACK
+from lmeval_microbench.auto import FALLBACK, FLOOR
 from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.estimators import estimator_from_state
@@ -83,6 +83,13 @@ def test_ten_models_are_enough(tmp_path, capsys):
     bundle = load_bundle(tmp_path / "bundle")
     assert (bundle.subset.method, bundle.default_estimator) == (FALLBACK.method, FALLBACK.estimator)
     assert "too few to cross-validate" in capsys.readouterr().err
+
+
+def test_fifteen_models_keep_the_floor_without_a_choice(tmp_path, capsys):
+    assert build(tmp_path, matrix(n_models=15)) == 0
+    bundle = load_bundle(tmp_path / "bundle")
+    assert (bundle.subset.method, bundle.default_estimator) == (FLOOR.method, FLOOR.estimator)
+    assert "too few to choose a recipe on" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
