@@ -200,7 +200,7 @@ def test_supervised_selections_are_tried_only_for_models_like_the_sources(irt_ma
     assert named == [Candidate("greedy", "guarded")]
 
 
-def test_under_twenty_models_keep_the_floor_without_choosing(irt_matrix):
+def test_under_ten_models_beyond_a_folds_least_keep_the_floor_without_choosing(irt_matrix):
     # 15 models whose truth is the matrix mean: folds could be cut, but on three or four
     # models each they choose by luck (bench/small_sources.md), so the floor stands
     small = irt_matrix.select_models(irt_matrix.model_ids[:15])
@@ -219,6 +219,15 @@ def test_under_twenty_models_keep_the_floor_without_choosing(irt_matrix):
     twenty = irt_matrix.select_models(irt_matrix.model_ids[:20])
     chosen = choose_recipe(twenty, twenty.mean_scores(), budgets=[10], progress=False)
     assert chosen.as_record()["candidates"]
+    # where the truth is another score a fold trains on 20 (a calibration line): the margin
+    # of 10 models counts from there
+    scored = irt_matrix.select_models(irt_matrix.model_ids[:25])
+    kept = choose_recipe(scored, scored.mean_scores() * 0.5 + 0.1, budgets=[10], progress=False)
+    assert (kept.method, kept.estimator) == (FLOOR.method, FLOOR.estimator)
+    assert "beyond the 20 a fold trains on" in kept.notes[0]
+    thirty = irt_matrix.select_models(irt_matrix.model_ids[:30])
+    runs = choose_recipe(thirty, thirty.mean_scores() * 0.5 + 0.1, budgets=[10], progress=False)
+    assert runs.as_record()["candidates"]
 
 
 def test_too_few_models_to_choose_fall_back_to_a_recipe_that_needs_no_choice(irt_matrix):

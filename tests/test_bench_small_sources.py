@@ -10,7 +10,7 @@ from tools_support import tools_module
 def test_ten_sources_get_the_fallback_and_the_report_says_what_the_default_was(shared_data):
     tool = tools_module("bench_small_sources")
     cell = tool.Cell("arc", "10", "random", 25, 1)
-    result = tool.measure(cell)
+    result = tool.measure(("mean", cell))
     assert result["sources"] == 10
     fallback = f"{tool.FALLBACK.method}+{tool.FALLBACK.estimator}"
     # 10 models leave no fold to choose on: the default is the fallback, bit for bit
@@ -23,3 +23,16 @@ def test_ten_sources_get_the_fallback_and_the_report_says_what_the_default_was(s
     assert (row["sources"], row["protocol"], row["default_is"]) == ("10", "random", {"fallback": 1})
     report = tool.render([result], {"command": "c", "seconds": 1.0, "load": [0, 0]})
     assert "| 10 | random | 1 |" in report and "fallback 1 |" in report
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_score_cells_read_the_whole_benchmark_score_with_the_default_and_the_floor(shared_data):
+    tool = tools_module("bench_small_sources")
+    cell = tool.Cell("arc", "22", "random", 25, 0)
+    result = tool.measure((tool.SCORED, cell))
+    assert result["key"] == f"score:{cell.key}" and result["sources"] == 22
+    assert set(result) >= {"default", "floor"} and "fallback" not in result
+    (row,) = tool.summary([result])
+    assert (row["sources"], row["protocol"]) == ("22 (score)", "random")
+    report = tool.render([result], {"command": "c", "seconds": 1.0, "load": [0, 0]})
+    assert "| 22 (score) | random | 1 |" in report and "- | - | - | -" in report

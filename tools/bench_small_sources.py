@@ -16,9 +16,13 @@ splits as ``tools/bench_peers.py``: 20 % of the models held out at random or the
   (and still where the truth is another score, ``auto.FALLBACK_CALIBRATED``).
 
 The psn MMLU and BBH blocks have 12 models, so their cells have 10 sources and 2 targets
-(more seeds). Errors in points; coverage of the 90 % interval (mean over cells, and the
-tenth percentile of the cells' coverage: with 10 sources the interval rests on 10 residuals,
-so it is loose in one cell and tight in the next).
+(more seeds). The ``score`` cells read the six v1 matrices against each model's score on the
+whole benchmark (``leaderboard_bench.load_openllm``), which is not the mean over the matrix
+items, with 22 or 28 source models: there a fold needs 20 training models (a calibration
+line), so the choice's margin starts from 20, not 10 (``default`` and ``floor`` only: the
+fallback's ``blend`` is for the matrix mean). Errors in points; coverage of the 90 %
+interval (mean over cells, and the tenth percentile of the cells' coverage: with 10 sources
+the interval rests on 10 residuals, so it is loose in one cell and tight in the next).
 
     python tools/bench_small_sources.py --jobs 2       # about 15 minutes on 2 idle cores
 """
@@ -46,6 +50,7 @@ from bench_peers import (
     DATA,
     PSN,
     V1,
+    V1_ALL,
     V2,
     Cell,
     build_ours,
@@ -53,16 +58,23 @@ from bench_peers import (
     cell_rows,
     split_matrices,
 )
+from leaderboard_bench import load_openllm
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.auto import FALLBACK, FALLBACK_CALIBRATED, FLOOR
 from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.truth import complete_models
 
 REPO = Path(__file__).resolve().parents[1]
 POPULATIONS = ("10", "15", "20")
 PROTOCOLS = ("random", "extrapolation")
 BUDGETS = (25, 50)
 RECIPES = {"floor": FLOOR, "fallback": FALLBACK, "guarded": FALLBACK_CALIBRATED}
+SCORED_POPULATIONS = ("22", "28")
+"""Source models of the ``score`` cells (truth: the whole benchmark's score)."""
+SCORED = "score"
+"""Key prefix of those cells."""
+_SCORED_CACHE: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
 
 
 def cells(seeds: int, psn_seeds: int) -> list[Cell]:
@@ -84,17 +96,44 @@ def cells(seeds: int, psn_seeds: int) -> list[Cell]:
     return out
 
 
-def measure(cell: Cell) -> dict[str, Any]:
-    """Every recipe's error, coverage and width on one cell's held-out models."""
-    values, truth, ids = matrix_of(cell.matrix, DATA)
-    rows = cell_rows(truth, cell, len(truth))
+def scored_cells(seeds: int) -> list[Cell]:
+    """The v1 matrices against the whole benchmark's score, 22 and 28 source models."""
+    return [
+        Cell(matrix, population, protocol, budget, seed)
+        for matrix in V1
+        for population in SCORED_POPULATIONS
+        for protocol in PROTOCOLS
+        for budget in BUDGETS
+        for seed in range(seeds)
+    ]
+
+
+def scored_matrix(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A v1 matrix on its models with a whole-benchmark score, that score (read once per
+    worker)."""
+    if name not in _SCORED_CACHE:
+        responses, truth, _ = load_openllm(DATA / "openllm_v1", name)
+        responses, truth = complete_models(responses, truth)
+        _SCORED_CACHE[name] = (responses.values, truth, list(responses.item_ids))
+    return _SCORED_CACHE[name]
+
+
+def measure(task: tuple[str, Cell]) -> dict[str, Any]:
+    """Every recipe's error, coverage and width on one cell's held-out models (``score``
+    cells: the default and the floor)."""
+    kind, cell = task
+    scored = kind == SCORED
+    values, truth, ids = scored_matrix(cell.matrix) if scored else matrix_of(cell.matrix, DATA)
+    rows = cell_rows(truth, cell, V1_ALL if scored else len(truth))
     source, target = split_matrices(values, ids, rows)
-    out: dict[str, Any] = {"key": cell.key, "sources": int(rows[0].size)}
+    key = f"{SCORED}:{cell.key}" if scored else cell.key
+    out: dict[str, Any] = {"key": key, "sources": int(rows[0].size)}
+    recipes = {"floor": FLOOR} if scored else RECIPES
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bundle, _, out["default_recipe"] = build_ours("ours", values, truth, ids, cell, rows)
         out["default"] = _metrics(bundle, target, truth[rows[1]])
-        for name, recipe in RECIPES.items():
+        for name, recipe in recipes.items():
             bundle = build_recipe(cell, source, truth[rows[0]], recipe.method, recipe.estimator)
             out[name] = _metrics(bundle, target, truth[rows[1]])
     return out
@@ -106,9 +145,10 @@ def _metrics(bundle: Any, target: Any, truth: np.ndarray) -> dict[str, float]:
 
 
 def group_of(key: str) -> tuple[str, str]:
-    matrix, population, protocol, _, _ = key.split("/")
+    scored = key.startswith(f"{SCORED}:")
+    matrix, population, protocol, _, _ = key.removeprefix(f"{SCORED}:").split("/")
     sources = "10 (psn)" if matrix in PSN else population
-    return sources, protocol
+    return f"{sources} ({SCORED})" if scored else sources, protocol
 
 
 def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -119,6 +159,8 @@ def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (sources, protocol), members in sorted(groups.items()):
         row: dict[str, Any] = {"sources": sources, "protocol": protocol, "cells": len(members)}
         for name in ("default", *RECIPES):
+            if name not in members[0]:
+                continue
             coverage = [m[name]["coverage"] for m in members]
             row[name] = {
                 "mae": float(np.mean([m[name]["mae"] for m in members])),
@@ -144,7 +186,9 @@ def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{info['seconds']:.0f} s; load average {info['load'][0]} -> {info['load'][1]} "
         "(2 shared cores). The peer suite's matrices cut to 10, 15 or 20 source models "
         "(v1 six and v2 two: 4 seeds x budgets 25 and 50; psn MMLU and BBH: 10 sources, 10 "
-        "seeds), 20 % of the models held out at random or the strongest 20 %. `default`: "
+        "seeds), 20 % of the models held out at random or the strongest 20 %; `(score)` rows: "
+        "the six v1 matrices against each model's score on the whole benchmark (not the "
+        "matrix mean) with 22 or 28 source models, 3 seeds. `default`: "
         "`microbench build` as shipped; "
         + "; ".join(
             f"`{name}`: `--method {r.method} --estimator {r.estimator}`"
@@ -163,9 +207,11 @@ def render(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
     for r in summary(results):
         cols = []
         for name in ("default", *RECIPES):
-            m = r[name]
+            m = r.get(name)
             cols.append(
                 f"{m['mae']:.2f} | {m['coverage']:.2f} | {m['coverage_p10']:.2f} | {m['width']:.1f}"
+                if m
+                else "- | - | - | -"
             )
         was = ", ".join(f"{k} {v}" for k, v in sorted(r["default_is"].items()))
         lines.append(
@@ -181,12 +227,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--psn-seeds", type=int, default=10)
+    parser.add_argument("--scored-seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     if not DATA.is_dir():
         sys.exit(f"no real data at {DATA}: this benchmark needs ../shared/data")
-    todo = cells(args.seeds, args.psn_seeds)
-    todo.sort(key=lambda c: c.matrix)  # one matrix per worker at a time: its cache holds
+    todo = [("mean", c) for c in cells(args.seeds, args.psn_seeds)]
+    todo += [(SCORED, c) for c in scored_cells(args.scored_seeds)]
+    todo.sort(key=lambda t: (t[0], t[1].matrix))  # one matrix per worker at a time: caches hold
     start, load = time.perf_counter(), [round(os.getloadavg()[0], 2)]
     with worker_pool(args.jobs) as pool:
         results = list(tqdm(pool.map(measure, todo, chunksize=8), total=len(todo), unit="cell"))

@@ -29,6 +29,7 @@ SECTIONS = [
     ("item_pools.md", "tools/bench_item_pools.py"),
     ("small_sources.md", "tools/bench_small_sources.py"),
     ("small_sources_before_min_choice.md", "tools/bench_small_sources.py"),
+    ("small_sources_before_margin.md", "tools/bench_small_sources.py"),
     ("peers_fallback.md", "tools/peers_compare.py"),
     ("v1_default.md", "tools/bench_v1_default.py"),
     ("v1_default_before_floor.md", "tools/bench_v1_default.py"),

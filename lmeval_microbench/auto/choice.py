@@ -130,15 +130,18 @@ MAX_MODELS = 300
 """Models the choice runs on at most (a seeded random subsample above)."""
 WIDE_ITEMS = 3000
 """Above this many items IRT candidates leave the default list (seconds per IRT fit)."""
-MIN_CHOICE_MODELS = MIN_CALIBRATION_MODELS
-"""Fewest models the choice cross-validates on; from 11 up to this the floor is kept without
-a choice. Folds of a handful of models pick a candidate by its luck on three or four of them:
-on the peer suite's matrices cut to 15 sources (``tools/bench_small_sources.py``, 64 cells
-per protocol) the choice erred 4.00 points on the strongest fifth and 3.54 on random splits
-where the floor erred 3.52 and 3.48, on six and five of the eight matrices more; with 20
-sources the two were level (3.45 / 3.57 against 3.41 / 3.53;
-``bench/small_sources_before_min_choice.md``). The same count below which a calibration line
-is not fitted."""
+CHOICE_MARGIN = 10
+"""Models beyond the fewest a fold trains on (10 where the score is the matrix mean, 20
+otherwise: a calibration line) that the choice needs before it cross-validates; below, the
+floor is kept without a choice. Folds of a handful of models pick a candidate by its luck on
+three or four of them. Measured on the peer suite's matrices (``tools/bench_small_sources.py``):
+where the score is the matrix mean, with 15 sources the choice erred 4.00 points on the
+strongest fifth and 3.54 on random splits where the floor erred 3.52 and 3.48 (more on six
+and five of the eight matrices), with 20 the two were level (3.45 / 3.57 against 3.41 / 3.53;
+``bench/small_sources_before_min_choice.md``); against the v1 matrices' whole-benchmark
+scores, with 22 sources the choice erred 4.35 and 2.96 where the floor erred 3.57 and 2.84,
+with 28 they were about level (3.55 / 2.84 against 3.68 / 2.79;
+``bench/small_sources_before_margin.md``)."""
 INNER_REPEATS = 5
 """Random folds of the choice (each model a target once)."""
 OUTER_REPEATS = 0
@@ -316,9 +319,11 @@ def choose_recipe(
         extrapolation=extrapolation,
     )
     inner = run.inner(matrix.n_models)
-    if inner is None or matrix.n_models < MIN_CHOICE_MODELS:
+    if inner is None or matrix.n_models < run.required + CHOICE_MARGIN:
         foldable = inner is not None
-        return _fallback(source, matrix, truth, grid, floor, seed, notes, target_mae, foldable)
+        return _fallback(
+            source, matrix, truth, grid, floor, seed, notes, target_mae, foldable, run.required
+        )
     outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
     with tqdm(
         total=run.units(_n_splits(run, inner, outer)),
@@ -388,11 +393,12 @@ def _fallback(
     notes: list[str],
     target_mae: float | None,
     foldable: bool = False,
+    required: int = MIN_SOURCE_MODELS,
 ) -> RecipeChoice:
     """:data:`FALLBACK` where there are too few models to cross-validate a choice
     (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean, or the budget is
     smaller than the blend can read); the floor where folds could be cut but are too small to
-    choose on (``foldable``, fewer than :data:`MIN_CHOICE_MODELS`).
+    choose on (``foldable``: fewer than :data:`CHOICE_MARGIN` models beyond a fold's least).
 
     Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
     """
@@ -405,7 +411,8 @@ def _fallback(
         chosen = floor
         note = (
             f"{matrix.n_models} models are too few to choose a recipe on (folds of a handful of "
-            f"models choose by luck; under {MIN_CHOICE_MODELS} a choice erred more than the floor, "
+            f"models choose by luck; with fewer than {CHOICE_MARGIN} beyond the "
+            f"{required} a fold trains on, a choice erred more than the floor, "
             f"bench/small_sources.md): {chosen.label}, without a measured error"
         )
     else:

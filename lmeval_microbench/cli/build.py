@@ -94,8 +94,9 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         help=f"selection method: {listing(METHODS)}, or auto (default: auto: method and "
         "estimator chosen by cross-validation over the source models, on random and "
         "extrapolation folds, ties to balanced random items with the guarded estimator; "
-        "under 20 models a fixed recipe without a choice (README: 'Your own "
-        "micro-benchmark from few models'); the choice is recorded in the bundle)",
+        "under 20 models (30 against --scores that are not the matrix means) a fixed recipe "
+        "without a choice (README: 'Your own micro-benchmark from few models'); the choice "
+        "is recorded in the bundle)",
     )
     parser.add_argument(
         "--budget",
