@@ -137,7 +137,7 @@ floor is kept without a choice. Folds of a handful of models pick a candidate by
 three or four of them. Measured on the peer suite's matrices (``tools/bench_small_sources.py``):
 where the score is the matrix mean, with 15 sources the choice erred 4.00 points on the
 strongest fifth and 3.54 on random splits where the floor erred 3.52 and 3.48 (more on six
-and five of the eight matrices), with 20 the two were level (3.45 / 3.57 against 3.41 / 3.53;
+and four of the eight matrices), with 20 the two were level (3.45 / 3.57 against 3.41 / 3.53;
 ``bench/small_sources_before_min_choice.md``); against the v1 matrices' whole-benchmark
 scores, with 22 sources the choice erred 4.35 and 2.96 where the floor erred 3.57 and 2.84,
 with 28 they were about level (3.55 / 2.84 against 3.68 / 2.79;
