@@ -18,7 +18,6 @@ from .estimators import (
     DEFAULT_ESTIMATOR,
     ESTIMATORS,
     FITTED_BY_DEFAULT,
-    BlendEstimator,
     GuardedEstimator,
     make_estimator,
 )
@@ -132,8 +131,7 @@ def build_bundle(
         estimator = make_estimator(estimator_name).fit(
             source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
         )
-        if isinstance(estimator, (GuardedEstimator, BlendEstimator)):
-            estimator.with_floor(lowest_score(person_fit))
+        estimator.with_floor(lowest_score(person_fit))
         if estimator_name not in cross_fits:
             estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
         fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))

@@ -36,6 +36,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,6 @@ SCORED_POPULATIONS = ("22", "28")
 """Source models of the ``score`` cells (truth: the whole benchmark's score)."""
 SCORED = "score"
 """Key prefix of those cells."""
-_SCORED_CACHE: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
 
 
 def cells(seeds: int, psn_seeds: int) -> list[Cell]:
@@ -108,14 +108,13 @@ def scored_cells(seeds: int) -> list[Cell]:
     ]
 
 
+@lru_cache(maxsize=1)
 def scored_matrix(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A v1 matrix on its models with a whole-benchmark score, that score (read once per
-    worker)."""
-    if name not in _SCORED_CACHE:
-        responses, truth, _ = load_openllm(DATA / "openllm_v1", name)
-        responses, truth = complete_models(responses, truth)
-        _SCORED_CACHE[name] = (responses.values, truth, list(responses.item_ids))
-    return _SCORED_CACHE[name]
+    worker while its cells share a matrix, as :func:`bench_balanced_guarded.matrix_of`)."""
+    responses, truth, _ = load_openllm(DATA / "openllm_v1", name)
+    responses, truth = complete_models(responses, truth)
+    return responses.values, truth, list(responses.item_ids)
 
 
 def measure(task: tuple[str, Cell]) -> dict[str, Any]:

@@ -321,9 +321,7 @@ def choose_recipe(
     inner = run.inner(matrix.n_models)
     if inner is None or matrix.n_models < run.required + CHOICE_MARGIN:
         foldable = inner is not None
-        return _fallback(
-            source, matrix, truth, grid, floor, seed, notes, target_mae, foldable, run.required
-        )
+        return _fallback(source, matrix, truth, run, seed, notes, target_mae, foldable)
     outer, outer_note = _outer_scheme(matrix.n_models, run, outer_repeats)
     with tqdm(
         total=run.units(_n_splits(run, inner, outer)),
@@ -387,13 +385,11 @@ def _fallback(
     source: ResponseMatrix,
     matrix: ResponseMatrix,
     truth: np.ndarray,
-    grid: tuple[int, ...],
-    floor: Candidate,
+    run: _Run,
     seed: int,
     notes: list[str],
     target_mae: float | None,
-    foldable: bool = False,
-    required: int = MIN_SOURCE_MODELS,
+    foldable: bool,
 ) -> RecipeChoice:
     """:data:`FALLBACK` where there are too few models to cross-validate a choice
     (:data:`FALLBACK_CALIBRATED` where the truth is not the matrix mean, or the budget is
@@ -402,6 +398,7 @@ def _fallback(
 
     Every estimator needs ``MIN_SOURCE_MODELS``; below that the matrix is refused.
     """
+    grid, floor = run.grid, run.floor
     if matrix.n_models < MIN_SOURCE_MODELS:
         raise InputError(
             f"{source.source}: {matrix.n_models} models have responses and scores; a bundle "
@@ -412,7 +409,7 @@ def _fallback(
         note = (
             f"{matrix.n_models} models are too few to choose a recipe on (folds of a handful of "
             f"models choose by luck; with fewer than {CHOICE_MARGIN} beyond the "
-            f"{required} a fold trains on, a choice erred more than the floor, "
+            f"{run.required} a fold trains on, a choice erred more than the floor, "
             f"bench/small_sources.md): {chosen.label}, without a measured error"
         )
     else:

@@ -333,7 +333,6 @@ class ScoreEstimator(ABC):
             prediction[held] = np.clip(self._predict_head(head, features[held]), 0.0, 1.0)
         return prediction
 
-    # ------------------------------------------------------------------ estimate
     def _sibling(self, name: str) -> ScoreEstimator:
         """A new estimator ``name`` with this one's common parameters: the parts of an
         estimator made of others (``guarded``'s inner one, ``blend``'s members)."""
@@ -347,6 +346,7 @@ class ScoreEstimator(ABC):
             random_state=self.random_state,
         )
 
+    # ------------------------------------------------------------------ estimate
     def _check_fitted(self) -> None:
         if not hasattr(self, "band_"):
             raise InputError(f"{self.name}: not fitted; call fit() or from_state() first")
@@ -387,6 +387,13 @@ class ScoreEstimator(ABC):
         """
         if params is not None and set(self.item_ids_) <= set(params.item_ids):
             self.imputation_params_ = params.subset(list(self.item_ids_))
+        return self
+
+    def with_floor(self, floor: float) -> Self:
+        """The lowest score a model below the sources can have (:func:`..personfit.lowest_score`,
+        passed by every build); an estimator whose interval below the sources does not reach
+        down to one (all but ``guarded``, and ``blend`` through it) ignores it. ``self``."""
+        self._check_fitted()
         return self
 
     def widen_intervals(self, factor: float) -> Self:

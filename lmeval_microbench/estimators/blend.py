@@ -123,11 +123,10 @@ class BlendEstimator(ScoreEstimator):
         return self
 
     def with_floor(self, floor: float) -> BlendEstimator:
-        """Pass the lowest score a model can have to the members that use one; ``self``."""
+        """Pass the lowest score a model can have to every member; ``self``."""
         self._check_fitted()
         for member in self.members_:
-            if hasattr(member, "with_floor"):
-                member.with_floor(floor)
+            member.with_floor(floor)
         return self
 
     def widen_intervals(self, factor: float) -> BlendEstimator:
