@@ -157,3 +157,20 @@ def test_a_real_limit_run_is_no_longer_estimated_at_zero(shared_data):
         assert half.lower <= full.value <= half.upper
         assert abs(half.value - full.value) < 0.05
         assert half.upper - half.lower > full.upper - full.lower
+
+
+def test_every_estimator_keeps_its_inflation_through_its_state():
+    """Composite and reading-based estimators save their own state; the inflation that
+    ``calibrate_missing`` measured must survive it in every one (``similar`` once lost it)."""
+    matrix, truth = two_block_world(seed=1)
+    names = ["similar", "guarded", "blend"]
+    bundle = build_bundle(
+        matrix.select_models(matrix.model_ids[:300]), truth[:300], name="blocks",
+        benchmark="toy", method="random", budget=N_ITEMS, seed=0, estimators=names,
+        default_estimator="guarded",
+    )  # fmt: skip
+    for name in names:
+        estimator = bundle_estimator(bundle, name)
+        assert estimator.missing_inflation_, name
+        loaded = estimator_from_state(json.loads(json.dumps(estimator.state_dict())))
+        assert loaded.missing_inflation_ == estimator.missing_inflation_, name

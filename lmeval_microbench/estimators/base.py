@@ -515,16 +515,15 @@ class ScoreEstimator(ABC):
             "head": self.head_,
             "band": self.band_.to_dict(),
         }
-        if self.missing_inflation_:
-            state["missing_inflation"] = self.missing_inflation_
         if self.finite_ is not None:
             state["finite"] = self.finite_.to_state()
         json.dumps(state, allow_nan=False)  # fail here, not in the bundle writer
         return state
 
     def _state_header(self) -> dict[str, Any]:
-        """The fields every estimator's state holds (subclasses with a state of their own)."""
-        return {
+        """The fields every estimator's state holds, so that a subclass with a state of its
+        own cannot forget one (the missing-answer inflation among them)."""
+        header = {
             "estimator": self.name,
             "state_version": STATE_VERSION,
             "params": self.get_params(),
@@ -533,6 +532,9 @@ class ScoreEstimator(ABC):
             "n_source": self.n_source_,
             "cv_mae": self.cv_mae_,
         }
+        if self.missing_inflation_:
+            header["missing_inflation"] = self.missing_inflation_
+        return header
 
     @classmethod
     def _from_header(cls, state: Mapping[str, Any]) -> Self:
@@ -549,6 +551,7 @@ class ScoreEstimator(ABC):
         estimator.head_ = {}
         estimator.n_source_ = int(state["n_source"])
         estimator.cv_mae_ = float(state["cv_mae"])
+        estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         return estimator
 
     @classmethod
@@ -573,7 +576,6 @@ class ScoreEstimator(ABC):
             estimator._load_feature_state(state["features"])
             estimator.head_ = dict(state["head"])
             estimator.band_ = ConformalBand.from_dict(state["band"])
-            estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), name)
             estimator.finite_ = FinitePopulation.from_state(
                 state.get("finite"), len(estimator.item_ids_), name
             )

@@ -32,7 +32,6 @@ from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._state import state_errors
 from .base import ScoreEstimator
-from .missing import inflation_state
 from .similar import SimilarEstimator
 
 MEMBERS = ("guarded", "similar")
@@ -153,8 +152,6 @@ class BlendEstimator(ScoreEstimator):
             **self._state_header(),
             "members": [member.state_dict() for member in self.members_],
         }
-        if self.missing_inflation_:
-            state["missing_inflation"] = self.missing_inflation_
         return state
 
     @classmethod
@@ -165,7 +162,6 @@ class BlendEstimator(ScoreEstimator):
             estimator = cls._from_header(state)
             estimator._validate_params()
             members = [ScoreEstimator.from_state(s) for s in state["members"]]
-            estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         names = tuple(m.name for m in members)
         if names != estimator.members:
             raise InputError(f"blend: saved members {names} differ from its parameters")

@@ -79,7 +79,6 @@ from ..subset import Subset
 from ._fitting import usable_models
 from ._state import state_errors
 from .base import ScoreEstimator
-from .missing import inflation_state
 
 AUTO = "auto"
 AUTO_READINGS = ("checked", "own", "design", "audit")
@@ -352,8 +351,6 @@ class GuardedEstimator(ScoreEstimator):
             state["floor"] = self.floor_
         if self.reach_ is not None:
             state["reach"] = self.reach_.state()
-        if self.missing_inflation_:
-            state["missing_inflation"] = self.missing_inflation_
         return state
 
     @classmethod
@@ -380,7 +377,6 @@ class GuardedEstimator(ScoreEstimator):
             reach = state.get("reach")
             estimator.reach_ = None if reach is None else OwnLevelReading.from_state(reach)
             estimator.band_ = estimator.inner_.band_
-            estimator.missing_inflation_ = inflation_state(state.get("missing_inflation"), cls.name)
         if len(estimator.item_ids_) != len(estimator.inner_.item_ids_):
             raise InputError("guarded: the inner estimator was fitted on other items")
         return estimator
