@@ -148,11 +148,10 @@ class BlendEstimator(ScoreEstimator):
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         self._check_fitted()
-        state = {
+        return {
             **self._state_header(),
             "members": [member.state_dict() for member in self.members_],
         }
-        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> BlendEstimator:
