@@ -571,6 +571,13 @@ class ScoreEstimator(ABC):
             return ESTIMATORS[name].from_state(state)
         if name != cls.name:
             raise InputError(f"state is for estimator {name!r}, not {cls.name!r}")
+        return cls._from_own_state(state)
+
+    @classmethod
+    def _from_own_state(cls, state: Mapping[str, Any]) -> Self:
+        """The estimator of a state :meth:`from_state` found to be this class's: a feature
+        map and a head. Estimators that write a state of their own read it here."""
+        name = cls.name
         try:
             estimator = cls._from_header(state)
             estimator._load_feature_state(state["features"])

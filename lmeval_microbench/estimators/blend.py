@@ -154,9 +154,7 @@ class BlendEstimator(ScoreEstimator):
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> BlendEstimator:
-        if cls is not BlendEstimator or state.get("estimator") != cls.name:
-            return super().from_state(state)  # type: ignore[return-value]
+    def _from_own_state(cls, state: Mapping[str, Any]) -> BlendEstimator:
         with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator._validate_params()

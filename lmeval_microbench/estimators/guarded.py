@@ -354,9 +354,7 @@ class GuardedEstimator(ScoreEstimator):
         return state
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> GuardedEstimator:
-        if cls is not GuardedEstimator or state.get("estimator") != cls.name:
-            return super().from_state(state)  # type: ignore[return-value]
+    def _from_own_state(cls, state: Mapping[str, Any]) -> GuardedEstimator:
         with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator.inner_ = ScoreEstimator.from_state(state["inner_state"])

@@ -121,9 +121,7 @@ class SimilarEstimator(ScoreEstimator):
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> SimilarEstimator:
-        if cls is not SimilarEstimator or state.get("estimator") != cls.name:
-            return super().from_state(state)  # type: ignore[return-value]
+    def _from_own_state(cls, state: Mapping[str, Any]) -> SimilarEstimator:
         with state_errors(cls.name):
             estimator = cls._from_header(state)
             estimator.reading_ = SimilarReading.from_state(state["reading"])
