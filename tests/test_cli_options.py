@@ -293,3 +293,14 @@ def test_estimate_says_no_such_file(tmp_path, suite, capsys):
     assert f"{missing}: no such file or folder" in err and "parquet file" not in err
     assert main(["estimate", str(suite / "toya"), "--responses", str(tmp_path)]) == 2
     assert "no samples_*.jsonl" in capsys.readouterr().err
+
+
+def test_build_help_gives_the_model_counts_the_choice_needs():
+    """The help states where ``--method auto`` starts to choose; the counts come from the
+    choice's constants, so a change there must reach the help too."""
+    from lmeval_microbench.auto.choice import CHOICE_MARGIN
+    from lmeval_microbench.estimators._fitting import MIN_CALIBRATION_MODELS, MIN_SOURCE_MODELS
+
+    mean, other = MIN_SOURCE_MODELS + CHOICE_MARGIN, MIN_CALIBRATION_MODELS + CHOICE_MARGIN
+    method = next(a for a in options(commands()["build"]) if "--method" in a.option_strings)
+    assert f"under {mean} models ({other} against --scores" in " ".join(method.help.split())
