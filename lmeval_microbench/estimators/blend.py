@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from ._state import state_errors
+from ._own import OwnStagesEstimator, state_errors
 from .base import ScoreEstimator
 from .similar import SimilarEstimator
 
@@ -38,7 +38,7 @@ MEMBERS = ("guarded", "similar")
 """The estimators the default blend averages."""
 
 
-class BlendEstimator(ScoreEstimator):
+class BlendEstimator(OwnStagesEstimator):
     """The mean of ``members``' estimates and of their interval ends.
 
     Parameters
@@ -86,13 +86,6 @@ class BlendEstimator(ScoreEstimator):
             raise InputError(
                 f"blend: members must be two or more distinct estimators of {known}, got {names!r}"
             )
-
-    # the base class's two stages do not apply: the estimate is the members' mean
-    def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
-        raise NotImplementedError
-
-    def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ fit
     def fit(

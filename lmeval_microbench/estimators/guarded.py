@@ -77,7 +77,7 @@ from ..responses import ResponseMatrix
 from ..selection import SELECTORS
 from ..subset import Subset
 from ._fitting import usable_models
-from ._state import state_errors
+from ._own import OwnStagesEstimator, state_errors
 from .base import ScoreEstimator
 
 AUTO = "auto"
@@ -113,7 +113,7 @@ def _supervised(subset: Subset) -> bool:
     return selector is not None and selector.uses_target
 
 
-class GuardedEstimator(ScoreEstimator):
+class GuardedEstimator(OwnStagesEstimator):
     """The inner estimator inside the sources, an outside reading beyond them.
 
     Parameters
@@ -158,13 +158,6 @@ class GuardedEstimator(ScoreEstimator):
                 f"guarded: reading must be {AUTO!r} or one of {sorted(READINGS)}, "
                 f"got {self.reading!r}"
             )
-
-    # the base class's two stages do not apply: fit and predict are the inner estimator's
-    def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
-        raise NotImplementedError
-
-    def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
 
     def _make_inner(self) -> ScoreEstimator:
         return self._sibling(self.inner)

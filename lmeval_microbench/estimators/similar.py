@@ -32,11 +32,10 @@ from ..outside.readings.similar import MIN_ITEMS, SimilarReading
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ._fitting import usable_models
-from ._state import state_errors
-from .base import ScoreEstimator
+from ._own import OwnStagesEstimator, state_errors
 
 
-class SimilarEstimator(ScoreEstimator):
+class SimilarEstimator(OwnStagesEstimator):
     """The similar reading for every model, with a studentized conformal interval.
 
     ``calibration``, ``interval``, ``n_folds`` and ``random_state`` are accepted for the
@@ -45,13 +44,6 @@ class SimilarEstimator(ScoreEstimator):
 
     name = "similar"
     min_items = MIN_ITEMS
-
-    # the base class's two stages do not apply: the reading is the estimate
-    def _fit_features(self, source: ResponseMatrix, subset: Subset, irt: ItemParams | None) -> None:
-        raise NotImplementedError
-
-    def _features(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
 
     def fit(
         self,
