@@ -127,3 +127,30 @@ def test_a_build_on_a_few_models_with_gaps_selects_items_each_of_them_answered()
     assert estimator_from_state(bundle.estimator_state()).n_source_ == 12
     # a matrix without gaps is its own pool
     assert selection_pool(matrix, matrix.mean_scores(), 40)[0] is matrix
+
+
+def test_gaps_scattered_everywhere_are_named_as_the_reason_a_build_is_refused():
+    from lmeval_microbench.build import build_bundle
+
+    matrix, _ = simulate_responses(random_item_params(200, seed=7), 60, seed=8)
+    values = matrix.values.copy()
+    values[np.random.default_rng(3).random(values.shape) < 0.2] = np.nan
+    gappy = ResponseMatrix(values, matrix.model_ids, matrix.item_ids, source="scattered.csv")
+    truth = np.nanmean(values, axis=1)
+    # 0.8 ** 50: no model answered 50 given items, and no block of 10 models x 50 items is whole
+    with pytest.raises(
+        InputError, match=r"scattered\.csv have scores on every subset item"
+    ) as info:
+        build_bundle(
+            gappy, truth, name="s", benchmark="s", method="random", budget=50,
+            estimators=["mean"],
+        )  # fmt: skip
+    assert "% of their scores on these 50 items are missing: a smaller budget" in str(info.value)
+    # the hint is about gaps: a complete matrix refused for too few models does not get it
+    few = ResponseMatrix(matrix.values[:9], matrix.model_ids[:9], matrix.item_ids, source="f.csv")
+    with pytest.raises(InputError, match="at least 10 are needed") as info:
+        build_bundle(
+            few, few.mean_scores(), name="f", benchmark="f", method="random", budget=20,
+            estimators=["mean"],
+        )  # fmt: skip
+    assert "missing" not in str(info.value)
