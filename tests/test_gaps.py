@@ -154,3 +154,11 @@ def test_gaps_scattered_everywhere_are_named_as_the_reason_a_build_is_refused():
             estimators=["mean"],
         )  # fmt: skip
     assert "missing" not in str(info.value)
+    # where one scored item suffices (IRT estimators impute), fewer items would not help
+    from lmeval_microbench.estimators._fitting import usable_models
+
+    sparse = np.full((12, 5), np.nan)
+    sparse[:3, 0] = 1.0
+    with pytest.raises(InputError, match="have scores on any subset item") as info:
+        usable_models(sparse, any_item=True, name="irt", source="s.csv")
+    assert "smaller budget" not in str(info.value)

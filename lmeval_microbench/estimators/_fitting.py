@@ -36,9 +36,10 @@ def usable_models(values: np.ndarray, *, any_item: bool, name: str, source: str)
     usable = ~(gaps.all(axis=1) if any_item else gaps.any(axis=1))
     if usable.sum() < MIN_SOURCE_MODELS:
         needed = "any" if any_item else "every"
+        hint = "" if any_item else _gap_hint(gaps)  # fewer items help only where all are needed
         raise InputError(
             f"{name}: only {int(usable.sum())} source models of {source} have scores on "
-            f"{needed} subset item; at least {MIN_SOURCE_MODELS} are needed{_gap_hint(gaps)}"
+            f"{needed} subset item; at least {MIN_SOURCE_MODELS} are needed{hint}"
         )
     return usable
 
