@@ -92,6 +92,7 @@ SECTIONS = [
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
     ("inloop.md", "tools/bench_inloop.py"),
+    ("inloop_gpu.md", "tools/bench_inloop.py"),
     ("gpu.md", "tools/bench_gpu.py"),
 ]
 HEADLINE = [
