@@ -286,3 +286,38 @@ def test_a_failing_evaluation_is_reported_and_training_goes_on(
     assert callback.failures == [(2, repr(RuntimeError("CUDA out of memory (simulated)")))]
     assert [r.step for r in callback.results] == [4]
     assert "step 2: in-loop evaluation failed" in lines[0] and "training goes on" in lines[0]
+
+
+def test_an_evaluation_is_quiet_unless_asked_for_progress(tiny_model, toy, toy_suite, capfd):
+    import logging
+
+    import lm_eval.api.task as lmeval_task
+
+    transformers = pytest.importorskip("transformers")
+    model = transformers.GPT2LMHeadModel.from_pretrained(tiny_model)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    bar = lmeval_task.tqdm
+    capfd.readouterr()
+    quiet = evaluate_model(model, tokenizer, [TASK], include_path=toy_suite)
+    said = capfd.readouterr().err
+    assert "Running loglikelihood requests" not in said and "Tokenizing inputs" not in said
+    assert "not of type `str`" not in said and "already-initialized model" not in said
+    assert "%|" not in said  # no bar at all, the documents' one included
+    assert lmeval_task.tqdm is bar  # lm-eval's module is left as it was
+    assert not logging.getLogger("lm_eval.models.huggingface").filters
+    loud = evaluate_model(model, tokenizer, [TASK], include_path=toy_suite, progress=True)
+    assert "Running loglikelihood requests" in capfd.readouterr().err
+    assert loud.estimates[TASK].value == quiet.estimates[TASK].value
+
+
+def test_only_the_two_in_memory_warnings_are_dropped(caplog):
+    import logging
+
+    from lmeval_microbench.inloop.quiet import IN_MEMORY_WARNINGS, in_memory_warnings_dropped
+
+    logger = logging.getLogger("lm_eval.models.huggingface")
+    with caplog.at_level(logging.WARNING, logger=logger.name), in_memory_warnings_dropped():
+        for start in IN_MEMORY_WARNINGS:
+            logger.warning(start + " and the rest of lm-eval's sentence")
+        logger.warning("something else went wrong")
+    assert [r.getMessage() for r in caplog.records] == ["something else went wrong"]

@@ -63,6 +63,13 @@ def evaluator_module() -> Any:
     return evaluator
 
 
+def task_module() -> Any:
+    """``lm_eval.api.task`` itself, for the in-loop evaluator's quiet document bar."""
+    import lm_eval.api.task as task
+
+    return task
+
+
 def sample_hashes(doc: Any, prompt: str, target: str) -> dict[str, str]:
     """The ``doc_hash``, ``prompt_hash`` and ``target_hash`` lm-eval writes in a samples line."""
     from lm_eval.utils import handle_non_serializable, hash_string

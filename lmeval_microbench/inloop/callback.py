@@ -50,7 +50,8 @@ class MicrobenchCallback(TrainerCallback):
     ``every_n_steps`` / ``on_save``: when; by default at every checkpoint save only.
     ``tokenizer``: defaults to the trainer's ``processing_class``. ``level``: the change
     test's confidence level. ``report``: where the one-line summaries go (``print`` by
-    default; ``None`` for none).
+    default; ``None`` for none). ``progress``: show lm-eval's progress bars during each
+    evaluation (off: they cut through the trainer's bar, :mod:`.quiet`).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class MicrobenchCallback(TrainerCallback):
         level: float = 0.9,
         prefix: str = "microbench",
         report: Callable[[str], Any] | None = print,
+        progress: bool = False,
     ) -> None:
         if on_save is None:  # the default schedule: at every checkpoint the trainer saves
             on_save = every_n_steps is None
@@ -101,6 +103,7 @@ class MicrobenchCallback(TrainerCallback):
         self.level = level
         self.prefix = prefix
         self.report = report
+        self.progress = progress
         self.results: list[InLoopResult] = []
         """Every evaluation of this run, in step order (main process only)."""
         self.failures: list[tuple[int, str]] = []
@@ -140,6 +143,7 @@ class MicrobenchCallback(TrainerCallback):
                 batch_size=self.batch_size,
                 include_path=self.include_path,
                 manager=self.manager,
+                progress=self.progress,
             )
         except Exception as error:  # reported below; the training goes on
             self.failures.append((step, repr(error)))

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._types import ItemId
 from ..errors import InputError
+from .quiet import document_bar_off, in_memory_warnings_dropped, without_request_bars
 
 ESTIMATE_KEYS = ("estimate,none", "estimate_lower,none", "estimate_upper,none")
 
@@ -115,6 +116,7 @@ def evaluate_model(
     batch_size: int | str = 8,
     include_path: str | os.PathLike[str] | None = None,
     manager: Any = None,
+    progress: bool = False,
 ) -> InLoopResult:
     """Run ``tasks`` on ``model`` (a transformers model in memory) and return the estimates.
 
@@ -128,14 +130,22 @@ def evaluate_model(
                 result = evaluate_model(model, tokenizer, ["microbench_mmlu"], step=step,
                                         output_dir="evals")
                 print(step, result.estimates["microbench_mmlu"].value)
+
+    ``progress``: show lm-eval's progress bars (off by default: see :mod:`.quiet`).
     """
     from ..harness import lmeval_api
 
     manager = manager or check_tasks(tasks, include_path)
     tokenizer = with_pad_token(tokenizer)
     started = time.perf_counter()
-    with evaluating(model), environment_collected_once():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(evaluating(model))
+        stack.enter_context(environment_collected_once())
+        stack.enter_context(in_memory_warnings_dropped())
+        if not progress:
+            stack.enter_context(document_bar_off())
         lm = lmeval_api.hf_model(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+        lm = lm if progress else without_request_bars(lm)
         tracker = _tracker(output_dir, step)
         results = lmeval_api.simple_evaluate(
             model=lm,
