@@ -50,3 +50,17 @@ def test_families_count_cases_within_the_best_peer_by_their_mean():
     assert "| OLL v2 (IFEval, MuSR) | 2 | 1 | 2.52 | 2.00 |" in lines
     assert "| OLL v1 (six matrices) | 1 | 1 | 1.00 | 2.00 |" in lines
     assert not any(line.startswith("| psn") for line in lines)
+
+
+def test_each_method_is_held_to_the_best_of_all_the_others():
+    """ours at 3.0 against aipw at 2.0 and random sampling at 4.0: aipw is level with the
+    best of the rest (ours) in both cases, ours in the one where aipw is 2.95; our other
+    builds and the non-target cases take no part."""
+    tool = tools_module("peers_noise")
+    rows = [_row(s, 3.0, 2.0) for s in range(2)]
+    rows += [_row(s, 3.0, 2.95, budget=25) for s in range(2)]
+    rows += [{**_row(0, 9.0, 9.0, budget=10)}]  # not a target case
+    rows[0]["methods"]["ours_inside"] = {"mae": 0.1}  # left out of "the others"
+    rest = tool.level_with_the_rest(rows)
+    assert rest["aipw"] == (2, 2) and rest["ours"] == (2, 1)
+    assert rest["random_sampling"] == (2, 0) and "ours_inside" not in rest

@@ -99,6 +99,28 @@ def target_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def level_with_the_rest(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per method (``ours`` and each benchpred method): in how many target cases it ran, and
+    in how many its seed-averaged MAE is at most ``MARGIN`` above the best of every other
+    method of the case (``ours`` among them; our other builds left out). The issue's bar,
+    asked of each: the best of ten or more noisy methods is often lower by luck."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for case, methods in cases(rows).items():
+        if not is_target_case(case):
+            continue
+        maes = {
+            m: s["mae"]
+            for m, s in methods.items()
+            if (m == OURS or not m.startswith(OURS)) and math.isfinite(s["mae"])
+        }
+        for method, mae in maes.items():
+            others = [v for m, v in maes.items() if m != method]
+            if others:
+                counts[method][0] += 1
+                counts[method][1] += mae <= min(others) + MARGIN
+    return {m: (ran, level) for m, (ran, level) in sorted(counts.items())}
+
+
 FAMILIES = {
     "OLL v2 (IFEval, MuSR)": V2,
     "OLL v1 (six matrices)": V1,
@@ -135,7 +157,9 @@ def _cell(found: dict[str, float] | None) -> str:
     return f"{found['diff']:+.2f}{se}{mark}"
 
 
-def markdown(records: list[dict[str, Any]], source: Path) -> str:
+def markdown(
+    records: list[dict[str, Any]], source: Path, rest: dict[str, tuple[int, int]] | None = None
+) -> str:
     counts = {
         key: {
             v: sum(1 for r in records if key in r and r[key]["verdict"] == v)
@@ -162,6 +186,18 @@ def markdown(records: list[dict[str, Any]], source: Path) -> str:
             f"{found['clear loss']} |"
         )
     lines += ["", *family_lines(records)]
+    if rest:
+        lines += [
+            "",
+            f"Each method held to the same bar: target cases where it is at most {MARGIN} "
+            "points above the best of all the other methods of the case (ours among them), of "
+            "the target cases it ran (the slow and medium benchpred tiers ran fewer).",
+            "",
+            "| method | target cases run | level with the best of the rest | share |",
+            "|---|---:|---:|---:|",
+        ]
+        for method, (ran, level) in sorted(rest.items(), key=lambda kv: -kv[1][1] / kv[1][0]):
+            lines.append(f"| {method} | {ran} | {level} | {100 * level / ran:.0f} % |")
     lines += [
         "",
         "| matrix | protocol | budget | seeds | best peer | ours - best | ours - random_sampling "
@@ -183,9 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     rows = json.loads(args.peers.read_text())["cells"]
-    records = target_cases(rows)
-    write_json_atomic(args.out / "peers_noise.json", {"source": args.peers.name, "cases": records})
-    write_text_if_changed(args.out / "peers_noise.md", markdown(records, args.peers))
+    records, rest = target_cases(rows), level_with_the_rest(rows)
+    write_json_atomic(
+        args.out / "peers_noise.json",
+        {"source": args.peers.name, "cases": records, "level_with_the_rest": rest},
+    )
+    write_text_if_changed(args.out / "peers_noise.md", markdown(records, args.peers, rest))
     print(f"wrote {args.out / 'peers_noise.md'} ({len(records)} cases)")
     return 0
 
