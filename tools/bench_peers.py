@@ -76,6 +76,21 @@ DATA = REPO.parent / "shared" / "data"
 V1 = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
 V2 = ("ifeval", "musr")
 PSN = ("psn_mmlu", "psn_bbh")
+PSN_BLOCKS = {
+    "psn_mmlu": "MMLU",
+    "psn_bbh": "BBH",
+    "psn_arc": "ARC-C",
+    "psn_gpqa": "GPQA Diamond",
+    "psn_gsm8k": "GSM8K",
+    "psn_hellaswag": "HellaSwag",
+    "psn_humaneval": "HumanEval",
+    "psn_math": "MATH",
+    "psn_mbpp": "MBPP",
+    "psn_theoremqa": "TheoremQA",
+    "psn_simpleqa_zh": "Chinese SimpleQA",
+}
+"""Every whole benchmark of the psn matrix by its segment name; the suite uses ``PSN``, the
+rest are the held-out check of ``tools/bench_psn_held_out.py``."""
 MATRICES = V2 + V1 + PSN
 BUDGETS = (10, 25, 50, 100)
 POPULATIONS = (25, 50, 100)
@@ -124,12 +139,11 @@ def load_matrix(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str
     elif name in V1:
         frame = pd.read_parquet(data / "openllm_v1" / "responses" / f"{name}_B.parquet")
     else:
-        block = {"psn_mmlu": "MMLU", "psn_bbh": "BBH"}[name]
         segments = pd.read_csv(data / "psn_irt" / "column_segments_inferred.csv")
-        row = segments[segments["benchmark"] == block].iloc[0]
+        row = segments[segments["benchmark"] == PSN_BLOCKS[name]].iloc[0]
         start, stop = int(row["start_col"]), int(row["end_col_exclusive"])
         frame = pd.read_csv(data / "psn_irt" / "combine.csv", header=None).iloc[:, start:stop]
-        frame.columns = [f"psn.{block.lower()}.{k}" for k in range(start, stop)]
+        frame.columns = [f"psn.{name.removeprefix('psn_')}.{k}" for k in range(start, stop)]
     values = frame.to_numpy(dtype=np.float64)
     complete = ~np.isnan(values).any(axis=1)
     values = values[complete]
