@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from ._types import ItemId
 from .bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from .crossfit import cross_fit_folds, needs_cross_fit, selection_cross_fit
-from .errors import InputError
+from .errors import FewSourcesWarning, InputError
 from .estimators import (
     DEFAULT_ESTIMATOR,
     ESTIMATORS,
@@ -127,14 +127,17 @@ def build_bundle(
         chance,
     )
     fitted = []
-    for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
-        estimator = make_estimator(estimator_name).fit(
-            source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
-        )
-        estimator.with_floor(lowest_score(person_fit))
-        if estimator_name not in cross_fits:
-            estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
-        fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
+            estimator = make_estimator(estimator_name).fit(
+                source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
+            )
+            estimator.with_floor(lowest_score(person_fit))
+            if estimator_name not in cross_fits:
+                estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
+            fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
+    _warn_once_for_all(caught)
     cv_mae = {est.name: float(est.cv_mae_) for est in fitted}
     reliability = {
         "cv_mae_source": cv_mae,
@@ -161,6 +164,23 @@ def build_bundle(
         license=license,
         person_fit=person_fit,
     )
+
+
+def _warn_once_for_all(caught: list[warnings.WarningMessage]) -> None:
+    """The fits' warnings again, those that every estimator gave alike (too few sources for
+    a calibration line) as one naming them all: six identical lines but for the name hid the
+    rest of a build's output. Others keep their place and category."""
+    few = [w.message for w in caught if _named_few_sources(w.message)]
+    for detail in dict.fromkeys(m.detail for m in few):
+        names = ", ".join(m.estimator for m in few if m.detail == detail)
+        warnings.warn(FewSourcesWarning(names, detail), stacklevel=3)
+    for w in caught:
+        if not _named_few_sources(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _named_few_sources(message: Warning | str) -> bool:
+    return isinstance(message, FewSourcesWarning) and bool(message.estimator)
 
 
 def _note_not_cross_fitted(method: str, source: ResponseMatrix) -> None:

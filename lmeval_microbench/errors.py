@@ -30,6 +30,19 @@ class ConvergenceWarning(UserWarning):
     """An iterative fit stopped at its iteration limit before meeting its tolerance."""
 
 
+class FewSourcesWarning(UserWarning):
+    """Fewer source models than a calibration line needs, so an estimator fits none. The
+    estimator's name is kept apart from what is said, so that a build fitting a dozen
+    estimators says it once for all of them (:func:`..build.build_bundle`)."""
+
+    def __init__(self, estimator: str, detail: str | None = None) -> None:
+        if detail is None:  # warnings.warn(text, FewSourcesWarning): the text is all there is
+            estimator, detail = "", estimator
+        super().__init__(f"{estimator}: {detail}" if estimator else detail)
+        self.estimator = estimator
+        self.detail = detail
+
+
 class ReconstructionWarning(UserWarning):
     """Something about a run deserves attention but does not stop the reconstruction."""
 

@@ -386,3 +386,45 @@ def test_guarded_fits_its_readings_beside_re_selected_estimates_only_for_supervi
     np.testing.assert_allclose(fixed, inner.fixed_oof_)
     assert np.mean(np.abs(crossed - shifted)) < 0.05
     assert np.mean(np.abs(fixed - target)) < 0.5 * np.mean(np.abs(shifted - target))
+
+
+def test_too_few_sources_for_a_calibration_line_is_said_once_for_every_estimator(matrix):
+    """Ten sources: every estimator that calibrates fits no line and says why; the build
+    says it once, naming them all, and passes other warnings on."""
+    from lmeval_microbench.errors import FewSourcesWarning
+
+    source = matrix.select_models(matrix.model_ids[:10])
+    source, target = align_target(source, None)
+    with pytest.warns(UserWarning) as caught:
+        build_bundle(
+            source, target, name="few", benchmark="toy", method="random", budget=20, seed=0,
+            estimators=["mean", "anchor", "calibrated"], default_estimator="mean",
+        )  # fmt: skip
+    few = [w.message for w in caught if isinstance(w.message, FewSourcesWarning)]
+    assert len(few) == 1
+    assert few[0].estimator == "mean, anchor, calibrated" and "fewer than 20" in few[0].detail
+    assert str(few[0]).startswith("mean, anchor, calibrated: 10 source models")
+
+
+def test_other_warnings_of_the_fits_keep_their_category_and_place():
+    import warnings
+
+    from lmeval_microbench.build import _warn_once_for_all
+    from lmeval_microbench.errors import ConvergenceWarning, FewSourcesWarning
+
+    with warnings.catch_warnings(record=True) as fits:
+        warnings.simplefilter("always")
+        warnings.warn_explicit("irt: stopped at 500 iterations", ConvergenceWarning, "irt.py", 7)
+        for name in ("mean", "irt"):
+            warnings.warn(FewSourcesWarning(name, "9 source models"), stacklevel=1)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        _warn_once_for_all(fits)
+    assert [str(w.message) for w in shown] == [
+        "mean, irt: 9 source models",
+        "irt: stopped at 500 iterations",
+    ]
+    assert shown[1].category is ConvergenceWarning and (shown[1].filename, shown[1].lineno) == (
+        "irt.py",
+        7,
+    )

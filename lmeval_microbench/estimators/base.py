@@ -39,7 +39,7 @@ import numpy as np
 from .._conformal import SCALE_MODES, ConformalBand, check_level, fit_band, tie_key
 from .._text import preview as _preview
 from .._types import Estimate, ItemId
-from ..errors import InputError, ItemMismatchError
+from ..errors import FewSourcesWarning, InputError, ItemMismatchError
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
@@ -310,12 +310,12 @@ class ScoreEstimator(ABC):
                 "the mean over the matrix items (then calibration='none' is used), or pass "
                 "calibration='none' explicitly"
             )
-        warnings.warn(
-            f"{self.name}: {n_usable} source models of {source.source} are fewer than "
+        detail = (
+            f"{n_usable} source models of {source.source} are fewer than "
             f"{MIN_CALIBRATION_MODELS}: no calibration line (calibration='none'; the target is "
-            "the matrix mean) and leave-one-out conformal residuals",
-            stacklevel=3,
+            "the matrix mean) and leave-one-out conformal residuals"
         )
+        warnings.warn(FewSourcesWarning(self.name, detail), stacklevel=3)
         self.calibration = "none"
 
     def _cross_fit(self, features: np.ndarray, target: np.ndarray) -> np.ndarray:
