@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -250,8 +251,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _load() -> float:
-    import os
-
     return round(os.getloadavg()[0], 2)
 
 
