@@ -21,8 +21,8 @@ def test_held_out_blocks_are_whole_benchmarks_the_suite_never_used(shared_data):
 def _row(matrix, protocol, budget, seed, ours, peers, coverage=1.0):
     methods = {m: {"mae": v} for m, v in peers.items()}
     methods["ours"] = {"mae": ours, "coverage": coverage, "width": 10.0, "recipe": "r"}
-    return {"matrix": matrix, "protocol": protocol, "budget": budget, "seed": seed,
-            "methods": methods}  # fmt: skip
+    return {"matrix": matrix, "population": "all", "protocol": protocol, "budget": budget,
+            "seed": seed, "methods": methods}  # fmt: skip
 
 
 def test_a_case_is_level_within_a_tenth_of_a_point_of_its_best_peer(monkeypatch):
@@ -34,11 +34,12 @@ def test_a_case_is_level_within_a_tenth_of_a_point_of_its_best_peer(monkeypatch)
         _row("b", "random", 25, 0, 3.0, {"aipw": 2.5, "random_sampling": 2.8}),
         _row("b", "extrapolation", 25, 0, 1.0, {"aipw": 1.5, "random_sampling": 2.0}),
     ]
-    found = tool.cases(rows)
+    averaged = tools_module("peers_report").cases(rows)
+    found = tool.cases(averaged)
     first = next(c for c in found if c["matrix"] == "a")
     assert first["mae"]["ours"] == pytest.approx(2.1) and first["best_peer"] == "aipw"
     assert first["coverage"] == pytest.approx(0.75)
-    random, extrapolation = tool.summary(found)
+    random, extrapolation = tool.summary(averaged)
     assert (random["cases"], random["level"]) == (2, 1)  # a: 2.1 <= 2.0 + 0.1; b: 3.0 > 2.6
     assert random["ours"] == pytest.approx((2.1 + 3.0) / 2)
     assert (extrapolation["cases"], extrapolation["level"]) == (1, 1)

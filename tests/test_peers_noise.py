@@ -61,6 +61,6 @@ def test_each_method_is_held_to_the_best_of_all_the_others():
     rows += [_row(s, 3.0, 2.95, budget=25) for s in range(2)]
     rows += [{**_row(0, 9.0, 9.0, budget=10)}]  # not a target case
     rows[0]["methods"]["ours_inside"] = {"mae": 0.1}  # left out of "the others"
-    rest = tool.level_with_the_rest(rows)
+    rest = tool.level_with_the_rest(tools_module("peers_report").cases(rows))
     assert rest["aipw"] == (2, 2) and rest["ours"] == (2, 1)
     assert rest["random_sampling"] == (2, 0) and "ours_inside" not in rest

@@ -69,6 +69,19 @@ def prepare(assets: Path) -> None:
     transformers.AutoConfig.from_pretrained(folder, gguf_file=SMOLLM2_GGUF).save_pretrained(assets)
 
 
+def shaped_config(assets: Path, *, wide: bool, layers: int | None) -> Any:
+    """The assets' config (SmolLM2-135M's), at SmolLM2-1.7B's shapes where ``wide``, and
+    ``layers`` deep where given (a quick check on a CPU)."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(assets)
+    for key, value in (WIDE if wide else {}).items():
+        setattr(config, key, value)
+    if layers is not None:
+        config.num_hidden_layers = layers
+    return config
+
+
 def random_model(
     assets: Path, target: Path, *, seed: int, wide: bool, device: str, layers: int | None
 ) -> Path:
@@ -79,11 +92,7 @@ def random_model(
     import torch
     import transformers
 
-    config = transformers.AutoConfig.from_pretrained(assets)
-    for key, value in (WIDE if wide else {}).items():
-        setattr(config, key, value)
-    if layers is not None:
-        config.num_hidden_layers = layers
+    config = shaped_config(assets, wide=wide, layers=layers)
     torch.manual_seed(seed)
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)

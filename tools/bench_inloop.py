@@ -85,13 +85,9 @@ def random_shapes(assets: Path, *, wide: bool, layers: int | None) -> tuple[Any,
     check of this script on a CPU)."""
     import torch
     import transformers
-    from bench_gpu import WIDE
+    from bench_gpu import shaped_config
 
-    config = transformers.AutoConfig.from_pretrained(assets)
-    for key, value in (WIDE if wide else {}).items():
-        setattr(config, key, value)
-    if layers is not None:
-        config.num_hidden_layers = layers
+    config = shaped_config(assets, wide=wide, layers=layers)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     return model, transformers.AutoTokenizer.from_pretrained(assets)

@@ -42,12 +42,13 @@ from bench_peers import (
     fill_peer,
     load_matrix,
 )
+from peers_noise import level_with_the_rest
+from peers_report import MARGIN, OURS, best_peer
+from peers_report import cases as seed_averaged
 
 HELD_OUT = tuple(name for name in PSN_BLOCKS if name not in PSN)
 BUDGETS = (25, 50, 100)
 PROTOCOLS = ("random", "extrapolation")
-CLOSE = 0.1
-"""Points above the best peer that still count as level with it (the peer suite's rule)."""
 
 
 def cells_of(matrices: tuple[str, ...], seeds: list[int], data: Path) -> list[Cell]:
@@ -64,55 +65,45 @@ def cells_of(matrices: tuple[str, ...], seeds: list[int], data: Path) -> list[Ce
     return cells
 
 
-def failures(rows: list[dict[str, Any]]) -> dict[str, tuple[int, str]]:
+def failures(averaged: dict[tuple, dict[str, dict[str, Any]]]) -> dict[str, tuple[int, str]]:
     """Per method that failed somewhere: on how many cells, and its first error."""
-    found: dict[str, list[str]] = defaultdict(list)
-    for row in rows:
-        for method, metrics in row["methods"].items():
-            if "error" in metrics:
-                found[method].append(metrics["error"])
-    return {method: (len(errors), errors[0]) for method, errors in found.items()}
+    found: dict[str, tuple[int, str]] = {}
+    for _, methods in sorted(averaged.items()):
+        for method, metrics in methods.items():
+            if metrics["failed"]:
+                count, first = found.get(method, (0, metrics["errors"][0]))
+                found[method] = (count + metrics["failed"], first)
+    return found
 
 
-def cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per matrix x protocol x budget, each method's metrics averaged over the seeds."""
-    grouped: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[row["matrix"], row["protocol"], row["budget"]].append(row)
+def cases(averaged: dict[tuple, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per matrix x protocol x budget where ours ran: every method's seed-averaged MAE (of
+    :func:`peers_report.cases`), the best peer, and our interval's coverage and width."""
     out = []
-    for (matrix, protocol, budget), group in sorted(grouped.items()):
-        mae = {
-            method: float(np.mean([r["methods"][method]["mae"] for r in group]))
-            for method in ("ours", *FAST)
-            if all("mae" in r["methods"].get(method, {}) for r in group)
-        }
-        peers = {m: v for m, v in mae.items() if m != "ours"}
-        best = min(peers, key=peers.__getitem__) if peers else None
-        ours = [r["methods"]["ours"] for r in group]
+    for (matrix, _, protocol, budget), methods in sorted(averaged.items()):
+        ours = methods.get(OURS)
+        if ours is None:
+            continue
         out.append({
-            "matrix": matrix, "protocol": protocol, "budget": budget, "seeds": len(group),
-            "mae": mae, "best_peer": best,
-            "coverage": float(np.mean([o["coverage"] for o in ours])),
-            "width": float(np.mean([o["width"] for o in ours])),
-            "recipes": sorted({o["recipe"] for o in ours}),
+            "matrix": matrix, "protocol": protocol, "budget": budget, "seeds": ours["runs"],
+            "mae": {m: v["mae"] for m, v in methods.items() if np.isfinite(v["mae"])},
+            "best_peer": best_peer(methods)[0],
+            "coverage": ours["coverage"], "width": ours["width"], "recipes": ours["recipes"],
         })  # fmt: skip
     return out
 
 
-def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per protocol: how often ours is level with the best peer, and the mean errors."""
-    out = []
+def summary(averaged: dict[tuple, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per protocol: how often each method is level with the best of the others (ours with
+    the best peer; :func:`peers_noise.level_with_the_rest`), and the mean errors."""
+    found, out = cases(averaged), []
     for protocol in PROTOCOLS:
-        mine = [
-            c for c in found if c["protocol"] == protocol and c["best_peer"] and "ours" in c["mae"]
-        ]
-        level = sum(c["mae"]["ours"] <= c["mae"][c["best_peer"]] + CLOSE for c in mine)
+        mine = [c for c in found if c["protocol"] == protocol and c["best_peer"]]
+        rest = level_with_the_rest(averaged, keep=lambda case, p=protocol: case[2] == p)
         coverage = [c["coverage"] for c in mine]
-        everyone = [m for m in ("ours", *FAST) if all(m in c["mae"] for c in mine)]
-        level_of = {m: _level(mine, m, [o for o in everyone if o != m]) for m in everyone}
         out.append({
-            "protocol": protocol, "cases": len(mine), "level": level,
-            "ours": float(np.mean([c["mae"]["ours"] for c in mine])),
+            "protocol": protocol, "cases": len(mine), "level": rest[OURS][1],
+            "ours": float(np.mean([c["mae"][OURS] for c in mine])),
             "best_peer": float(np.mean([c["mae"][c["best_peer"]] for c in mine])),
             "peers": {
                 m: float(np.mean([c["mae"][m] for c in mine]))
@@ -120,14 +111,9 @@ def summary(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if all(m in c["mae"] for c in mine)
             },
             "coverage": [min(coverage), float(np.mean(coverage)), max(coverage)],
-            "level_with_the_rest": level_of,
+            "level_with_the_rest": {m: n for m, (ran, n) in rest.items() if ran == len(mine)},
         })  # fmt: skip
     return out
-
-
-def _level(found: list[dict[str, Any]], method: str, others: list[str]) -> int:
-    """Cases where ``method`` is at most ``CLOSE`` above the best of ``others``."""
-    return sum(c["mae"][method] <= min(c["mae"][o] for o in others) + CLOSE for c in found)
 
 
 def method_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -161,7 +147,7 @@ def markdown(report: dict[str, Any]) -> str:
         "items read with the blend of `guarded` and `similar`. benchpred 1.0.0's fast methods "
         "run on the same cells. MAE in points, mean of seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]} (2 held-out models each); `cov`: our 90 % "
-        f"interval's coverage; level: ours at most {CLOSE} above the best peer of the case.",
+        f"interval's coverage; level: ours at most {MARGIN} above the best peer of the case.",
         "",
         "| protocol | cases | ours level with the best peer | mean MAE ours | mean MAE best "
         "peer | " + " | ".join(FAST) + " | our coverage (min, mean, max) |",
@@ -199,7 +185,7 @@ def markdown(report: dict[str, Any]) -> str:
         mae, best = case["mae"], case["best_peer"]
         if "ours" not in mae or best is None:
             continue
-        mark = "" if mae["ours"] <= mae[best] + CLOSE else " ✗"
+        mark = "" if mae["ours"] <= mae[best] + MARGIN else " ✗"
         lines.append(
             f"| {case['matrix']} | {case['protocol']} | {case['budget']} | "
             f"{mae['ours']:.2f}{mark} | {case['coverage']:.2f} | {case['width']:.1f} | {best} | "
@@ -223,12 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds))
     cells = cells_of(HELD_OUT, seeds, args.data)
     cache = Cache(args.cache)
-    fill_ours("ours", cells, args.data, cache, V1_ALL)
+    fill_ours(OURS, cells, args.data, cache, V1_ALL)
     python = ensure_venv(args.venv)
     for method in FAST:
         fill_peer(method, cells, args.data, cache, python, V1_ALL)
-    rows = collect(cells, ["ours", *FAST], args.data, cache, V1_ALL)
-    found = cases(rows)
+    rows = collect(cells, [OURS, *FAST], args.data, cache, V1_ALL)
+    averaged = seed_averaged(rows)
     report = {
         "info": {
             "command": " ".join(["python tools/bench_psn_held_out.py", *(argv or sys.argv[1:])]),
@@ -238,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": seeds,
             "benchpred": "1.0.0",
         },
-        "summary": summary(found),
-        "failures": failures(rows),
-        "cases": found,
+        "summary": summary(averaged),
+        "failures": failures(averaged),
+        "cases": cases(averaged),
         "cells": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)

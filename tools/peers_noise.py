@@ -21,6 +21,7 @@ import json
 import math
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,18 @@ def target_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def level_with_the_rest(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    """Per method (``ours`` and each benchpred method): in how many target cases it ran, and
-    in how many its seed-averaged MAE is at most ``MARGIN`` above the best of every other
-    method of the case (``ours`` among them; our other builds left out). The issue's bar,
-    asked of each: the best of ten or more noisy methods is often lower by luck."""
+def level_with_the_rest(
+    averaged: dict[tuple, dict[str, dict[str, float]]],
+    keep: Callable[[tuple], bool] = is_target_case,
+) -> dict[str, tuple[int, int]]:
+    """Per method (``ours`` and each benchpred method): in how many of the ``keep`` cases of
+    ``averaged`` (:func:`peers_report.cases`) it has an MAE, and in how many that seed-averaged
+    MAE is at most ``MARGIN`` above the best of every other method of the case (``ours`` among
+    them; our other builds left out). The issue's bar, asked of each: the best of ten or more
+    noisy methods is often lower by luck."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for case, methods in cases(rows).items():
-        if not is_target_case(case):
+    for case, methods in averaged.items():
+        if not keep(case):
             continue
         maes = {
             m: s["mae"]
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     rows = json.loads(args.peers.read_text())["cells"]
-    records, rest = target_cases(rows), level_with_the_rest(rows)
+    records, rest = target_cases(rows), level_with_the_rest(cases(rows))
     write_json_atomic(
         args.out / "peers_noise.json",
         {"source": args.peers.name, "cases": records, "level_with_the_rest": rest},
