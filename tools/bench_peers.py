@@ -91,6 +91,9 @@ PSN_BLOCKS = {
 }
 """Every whole benchmark of the psn matrix by its segment name; the suite uses ``PSN``, the
 rest are the held-out check of ``tools/bench_psn_held_out.py``."""
+MUSR_BLOCKS = ("musr_murder_mysteries", "musr_object_placements", "musr_team_allocation")
+"""MuSR's three tasks, each read as a whole benchmark of its own (250-256 items, the same 348
+models; ``tools/bench_musr_tasks.py``)."""
 MATRICES = V2 + V1 + PSN
 BUDGETS = (10, 25, 50, 100)
 POPULATIONS = (25, 50, 100)
@@ -138,6 +141,10 @@ def load_matrix(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str
         frame = pd.read_parquet(data / "openllm_v2" / "responses" / f"{name}.parquet")
     elif name in V1:
         frame = pd.read_parquet(data / "openllm_v1" / "responses" / f"{name}_B.parquet")
+    elif name in MUSR_BLOCKS:
+        frame = pd.read_parquet(data / "openllm_v2" / "responses" / "musr.parquet")
+        task = "musr." + name.removeprefix("musr_") + "."
+        frame = frame[[c for c in frame.columns if str(c).startswith(task)]]
     else:
         segments = pd.read_csv(data / "psn_irt" / "column_segments_inferred.csv")
         row = segments[segments["benchmark"] == PSN_BLOCKS[name]].iloc[0]
