@@ -62,6 +62,7 @@ SEEDS = (0, 1)
 
 
 def cells_of(seeds: tuple[int, ...] = SEEDS) -> list[Cell]:
+    """Every cell: task x source population x protocol x budget x seed."""
     return [
         Cell(matrix, population, protocol, budget, seed)
         for matrix in MUSR_BLOCKS
@@ -78,6 +79,7 @@ def by_population(averaged: dict[tuple, Any], population: str) -> dict[tuple, An
 
 
 def intro(info: dict[str, Any], population: str) -> list[str]:
+    """The heading and legend of one population's part of the report."""
     sources = "all 278 other models" if population == "all" else f"{population} of them"
     return [
         f"## Sources: {sources}",
@@ -89,6 +91,7 @@ def intro(info: dict[str, Any], population: str) -> list[str]:
 
 
 def report_markdown(report: dict[str, Any]) -> str:
+    """The whole report: how it was made, then each population as the psn report renders it."""
     info = report["info"]
     lines = [
         "# The default on MuSR's three tasks as whole benchmarks of their own",
