@@ -46,7 +46,6 @@ from bench_peers import (
     ensure_venv,
     fill_ours,
     fill_peer,
-    load_matrix,
 )
 from bench_psn_held_out import _load, _minutes, cases, failures, markdown, method_seconds, summary
 from peers_report import MARGIN, OURS
@@ -59,9 +58,11 @@ POPULATIONS = ("66", "all")
 BUDGETS = (25, 50, 100)
 PROTOCOLS = ("random", "extrapolation")
 SEEDS = (0, 1)
+COLUMNS = (INSIDE, *PEERS)
+"""Methods whose mean errors the report lists beside ours."""
 
 
-def cells_of(seeds: tuple[int, ...] = SEEDS) -> list[Cell]:
+def cells_of() -> list[Cell]:
     """Every cell: task x source population x protocol x budget x seed."""
     return [
         Cell(matrix, population, protocol, budget, seed)
@@ -69,7 +70,7 @@ def cells_of(seeds: tuple[int, ...] = SEEDS) -> list[Cell]:
         for population in POPULATIONS
         for protocol in PROTOCOLS
         for budget in BUDGETS
-        for seed in seeds
+        for seed in SEEDS
     ]
 
 
@@ -110,8 +111,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     luck = "with nine other methods a case, the best of them is often lower by luck."
     for population, part in report["populations"].items():
-        part = {**part, "info": info}
-        lines.append(markdown(part, intro(info, population), luck, (INSIDE, *PEERS)))
+        lines.append(markdown(part, intro(info, population), luck, COLUMNS))
     return "\n".join(lines)
 
 
@@ -127,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"no real data at {args.data}: this check needs ../shared/data")
     started, load_start = time.perf_counter(), _load()
     cells = cells_of()
-    for matrix in MUSR_BLOCKS:
-        load_matrix(matrix, args.data)  # a missing file fails here, before any run
     cache = Cache(args.cache)
     wanted = args.methods.split(",")
     if OURS in wanted:
@@ -158,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for population in POPULATIONS:
         part = by_population(averaged, population)
         report["populations"][population] = {
-            "summary": summary(part, (INSIDE, *PEERS)),
+            "summary": summary(part, COLUMNS),
             "failures": failures(part),
             "cases": cases(part),
         }
