@@ -28,7 +28,6 @@ methods at once); the report is written once every method has its records.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -50,6 +49,8 @@ from bench_peers import (
 from bench_psn_held_out import _load, _minutes, cases, failures, markdown, method_seconds, summary
 from peers_report import MARGIN, OURS
 from peers_report import cases as seed_averaged
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 
 PEERS = (*FAST, "lasso")
 INSIDE = "ours_inside"
@@ -160,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             "failures": failures(part),
             "cases": cases(part),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "musr_tasks.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "musr_tasks.md").write_text(report_markdown(report))
-    print(report_markdown(report))
+    text = report_markdown(report)
+    write_json_atomic(args.out / "musr_tasks.json", report)
+    write_text_if_changed(args.out / "musr_tasks.md", text)
+    print(text)
     return 0
 
 
