@@ -19,6 +19,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --source-rates    # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --floor           # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --upper-reach     # no refitting
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --top-band  # one fold replayed
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from lmeval_microbench.adaptive.pool import (
     with_ability_edges,
     with_floor,
     with_source_rates,
+    with_top_band,
     with_upper_reach,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -116,10 +118,28 @@ def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
     print(f"{folder.name:<11} upper reach {reach:.3f} binomial sds (0: none)", flush=True)
 
 
+def add_top_band(folder: Path, source: ResponseMatrix, truth) -> None:
+    """Add the top band to a shipped pool, replaying only the upward fold it is fitted on and
+    refitting nothing of the pool (:func:`~lmeval_microbench.adaptive.pool.with_top_band`)."""
+    bundle = with_top_band(load_bundle(folder), source, truth)
+    save_bundle(bundle, folder, overwrite=True)
+    top = pool_state(bundle).state.score_map.top
+    found = (
+        "none"
+        if top is None
+        else ", ".join(
+            f"{n}: {100 * q:.2f}" for n, q in zip(top.n_items, top.quantiles[0.9], strict=True)
+        )
+    )
+    print(f"{folder.name:<11} top band, 90 % (items: points): {found}", flush=True)
+
+
 def refresh(folder: Path, what: str, source: ResponseMatrix, truth, chance) -> None:
-    """One of the refreshes that refit nothing: ``person_fit``, ``ability_edges``,
-    ``source_rates``, ``floor`` or ``upper_reach``."""
-    if what == "upper_reach":
+    """One of the refreshes that refit nothing of the pool: ``person_fit``, ``ability_edges``,
+    ``source_rates``, ``floor``, ``upper_reach`` or ``top_band``."""
+    if what == "top_band":
+        add_top_band(folder, source, truth)
+    elif what == "upper_reach":
         add_upper_reach(folder, source, truth)
     elif what == "person_fit":
         add_person_fit(folder, source, truth, chance)
@@ -252,6 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_const",
         const="upper_reach",
         help="only add the upper reach of the spans to the pools of --out (no refitting)",
+    )
+    parser.add_argument(
+        "--top-band",
+        dest="only",
+        action="store_const",
+        const="top_band",
+        help="only add the top band to the pools of --out (one upward fold replayed, the pool "
+        "not refitted)",
     )
     args = parser.parse_args(argv)
     out = args.out or SHIPPED_POOLS / args.suite

@@ -1,7 +1,9 @@
-"""The conformal bands of an adaptive pool: one per checkpoint of its cross-fitted runs, and the
+"""The conformal bands of an adaptive pool: one per checkpoint of its cross-fitted runs, the
 side bands of its directed folds (the weakest and the strongest source models replayed with the
-map fitted on the others). :class:`.scoring.ScoreMap` widens a run's span by them; see that
-module for what each band is fitted on and where it applies."""
+map fitted on the others), and the top band (how far above its span a model the map reads as
+among the sources may lie when it is stronger than all of them). :class:`.scoring.ScoreMap`
+widens a run's span by them; see that module for what each band is fitted on and where it
+applies."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from .._conformal import ConformalBand, fit_band
+from .._conformal import ConformalBand, conformal_quantile, fit_band
 from ..errors import InputError
 from ..outside.guard import W_MIN
 
@@ -21,6 +23,9 @@ LEVELS = (0.8, 0.9, 0.95)
 BELOW, ABOVE = "below", "above"
 SIDE_EDGES = {BELOW: "top", ABOVE: "bottom"}
 """Each side of the sources, and the key of its edge in the pool state (see SideBands)."""
+MIN_TOP_MODELS = 20
+"""Fewer fold models read inside the fold map's range at a checkpoint than this: no top band
+there (19 is the least number whose 95 % conformal quantile is finite)."""
 
 
 @dataclass(frozen=True)
@@ -184,3 +189,75 @@ def fit_bands(
 ) -> tuple[Band, ...]:
     """One band per checkpoint, in checkpoint order, from cross-fitted predictions and spans."""
     return tuple(Band.fit(n, predictions[n], truth, spans[n]) for n in sorted(predictions))
+
+
+@dataclass(frozen=True)
+class TopBand:
+    """How far above its span the truth of a model lies that the map reads as among the sources
+    while it is stronger than all of them: per checkpoint, conformal quantiles of that distance.
+
+    Fitted on the upward fold that extrapolates least (the strongest fifth of the sources,
+    replayed with the map fitted on the other four fifths), on the fold's models whose estimate
+    lies at or under the strongest true score that map was fitted on: models beyond its sources
+    that it reads as among them. The side bands cannot show them. A run gets those by its ability
+    posterior, and such a model's ability lies among the sources'; fitted on every fold model,
+    they are narrow because the fold's spans cover the models the ability places beyond
+    (the leaderboard's strongest fifth of ARC held out: 28 % of the runs had their ability
+    inside the sources' edge, and their 90 % intervals covered 0.20-0.32 of them at 25-50
+    items). :meth:`.scoring.ScoreMap.interval` raises the upper edge of every run whose 90 %
+    interval reaches the strongest source's true score by this band.
+    """
+
+    n_items: tuple[int, ...]
+    quantiles: Mapping[float, np.ndarray]
+    """Per level, one distance (fractions) per checkpoint of ``n_items``."""
+
+    @classmethod
+    def fit(
+        cls,
+        predictions: Mapping[int, np.ndarray],
+        spans: Mapping[int, tuple[np.ndarray, np.ndarray]],
+        truth: np.ndarray,
+        top: float,
+    ) -> TopBand | None:
+        """The band of the fold models whose estimate lies at or under ``top``, the strongest
+        true score of the models the fold's map was fitted on (None: no checkpoint with
+        :data:`MIN_TOP_MODELS` of them)."""
+        marks, found = [], {level: [] for level in LEVELS}
+        for n in sorted(predictions):
+            inside = predictions[n] <= top
+            if inside.sum() < MIN_TOP_MODELS:
+                continue
+            high = np.maximum(spans[n][1], predictions[n])[inside]
+            above = np.sort(np.maximum(0.0, truth[inside] - high))
+            marks.append(n)
+            for level in LEVELS:
+                found[level].append(conformal_quantile(above, level))
+        if not marks:
+            return None
+        return cls(tuple(marks), {level: np.asarray(q) for level, q in found.items()})
+
+    def reach(self, n_items: int, level: float) -> float:
+        """The distance at the largest checkpoint at most ``n_items`` (the first one below it)."""
+        if level not in self.quantiles:
+            raise InputError(
+                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
+            )
+        at = max(0, int(np.searchsorted(self.n_items, n_items, side="right")) - 1)
+        return float(self.quantiles[level][at])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_items": list(self.n_items),
+            "quantiles": {str(level): rounded(q) for level, q in self.quantiles.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> TopBand:
+        marks = tuple(int(n) for n in obj["n_items"])
+        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
+        if not marks or list(marks) != sorted(set(marks)):
+            raise InputError("top band: n_items must be increasing checkpoints")
+        if any(q.shape != (len(marks),) or not np.all(q >= 0) for q in quantiles.values()):
+            raise InputError(f"top band: quantiles must be {len(marks)} distances >= 0 per level")
+        return cls(marks, quantiles)

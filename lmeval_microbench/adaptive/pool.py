@@ -10,7 +10,7 @@ not a registered estimator, so bundle readers keep it opaque and only :func:`poo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ..truth import is_matrix_mean
-from .bands import ABOVE, BELOW, SIDE_EDGES
+from .bands import ABOVE, BELOW, SIDE_EDGES, TopBand
 from .beyond import choose_toward, fold_params
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
@@ -86,6 +86,7 @@ class AdaptiveState:
             **self.score_map.floor_to_dict(),
             **self.score_map.toward_to_dict(),
             **self.score_map.reach_to_dict(),
+            **self.score_map.top_to_dict(),
             "calibration": dict(self.calibration),
         }
 
@@ -113,6 +114,7 @@ class AdaptiveState:
                     float(obj["floor"]) if "floor" in obj else None,
                     float(obj.get("toward_reading", 0.0)),
                     float(obj.get("upper_reach", 0.0)),
+                    obj.get("top_band"),
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -214,6 +216,8 @@ def fit_adaptive_state(
         found = [run_predictions(run, marks, pseudo) for run in runs]
         side = SIDE_OF[direction]
         score_map = score_map.with_side(side, found, truth[runs[0].rows], edges[side])
+        if direction == UP:
+            score_map = score_map.with_top(top_band(runs, found, truth))
     whole = is_matrix_mean(values, truth)
     toward, toward_mae = (
         choose_toward(
@@ -239,6 +243,19 @@ def fit_adaptive_state(
         "note": "cross-fitted replays of the source models; MAE on the fraction scale",
     }
     return params, AdaptiveState(0.0, 1.0, estimator, score_map, calibration)
+
+
+def top_band(
+    runs: Sequence[FoldRun],
+    found: Sequence[tuple[Mapping[int, np.ndarray], Mapping[int, tuple[np.ndarray, np.ndarray]]]],
+    truth: np.ndarray,
+) -> TopBand | None:
+    """The top band (:class:`.bands.TopBand`) of the upward fold whose map reaches highest,
+    the one fitted on the other four fifths, from its ``(predictions, spans)`` in ``found``."""
+    nearest = int(np.argmax([run.score_map.truth_range[1] for run in runs]))
+    predictions, spans = found[nearest]
+    run = runs[nearest]
+    return TopBand.fit(predictions, spans, truth[run.rows], run.score_map.truth_range[1])
 
 
 def ability_edges(
@@ -427,6 +444,25 @@ def _with_state(bundle: Bundle, state: AdaptiveState) -> Bundle:
         for spec in bundle.estimators
     )
     return replace(bundle, estimators=estimators)
+
+
+def with_top_band(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
+    """The pool ``bundle`` with its top band (:func:`top_band`) from ``source`` and ``truth``,
+    what it was built from, replaying only the upward fold trained on four fifths of the
+    sources: for pools saved before the band. The band only ever raises an upper edge."""
+    pool, values = _pool_and_answers(bundle, source)
+    source = source.select_items(list(pool.item_ids))  # the order of the pool's answers
+    truth = np.asarray(truth, dtype=np.float64)
+    up = [(train, test) for train, test, side in _usable_folds(source, truth) if side == UP]
+    if not up:
+        return bundle
+    train, test = max(up, key=lambda fold: fold[0].size)
+    held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
+    state = pool.state
+    run = fold_run(source, truth, values, pool.params, held, state.estimator, fit_on)
+    found = run_predictions(run, checkpoints_for(len(pool.item_ids)), state.score_map.pseudo)
+    score_map = state.score_map.with_top(top_band([run], [found], truth))
+    return _with_state(bundle, replace(state, score_map=score_map))
 
 
 def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:

@@ -52,6 +52,12 @@ fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their 
 (:class:`.bands.SideBands`) are a floor on the width of a run whose ability posterior places it
 beyond the sources.
 
+Top. A model stronger than every source can answer the pool like one of the strongest sources:
+its ability posterior then lies among theirs, and the side bands above do not apply. A run whose
+90 % interval reaches the strongest source's true score may be such a model, so its upper edge
+reaches at least the top band above its span (:class:`.bands.TopBand`, fitted on the models of
+the upward fold that its map read as inside its range). It is the floor's rule below, mirrored.
+
 Floor. Below the sources even those bands fall short: the weakest fifth replayed with a map
 fitted on stronger models is still a fifth of the leaderboard, and near-random models lie
 further out (MMLU's and Winogrande's weakest fifth held out: 90 % intervals held for 0.35-0.62
@@ -79,7 +85,7 @@ from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .bands import ABOVE, BELOW, Band, SideBands, fit_bands, rounded
+from .bands import ABOVE, BELOW, Band, SideBands, TopBand, fit_bands, rounded
 from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates, rates_raised
 
 RATES_KEYS = ("source_rates", "source_range")
@@ -132,6 +138,9 @@ class ScoreMap:
     """Share of the way the estimate of a run moves to the IRT-free reading where that reading
     lies above every source, times the probability that its ability lies above the sources'
     edge (:mod:`.beyond`; 0: no move, as in pools saved before it)."""
+    top: TopBand | None = None
+    """How far above its span a run that may lie above every source reaches (see the module's
+    "Top"). None: no top band (pools saved before it)."""
 
     @classmethod
     def fit(
@@ -316,18 +325,22 @@ class ScoreMap:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band
         (side bands where the run's ``ability``, posterior mean and sd, lies beyond the
-        sources; without it, where the estimate lies on a side's range)."""
+        sources; without it, where the estimate lies on a side's range); the lower edge down
+        to the floor and the upper edge up by the top band where the run's 90 % interval
+        reaches beyond the sources' range (module: "Top", "Floor")."""
         prediction = np.asarray(prediction, dtype=np.float64)
         low, high = (prediction, prediction) if span is None else span
         half = self.half_width(prediction, n_items, level, ability)
         start = np.minimum(np.asarray(low, dtype=np.float64), prediction)
-        low = start - half
-        high = np.maximum(np.asarray(high, dtype=np.float64), prediction) + half
+        end = np.maximum(np.asarray(high, dtype=np.float64), prediction)
+        low, high = start - half, end + half
+        half90 = half if level == 0.9 else self.half_width(prediction, n_items, 0.9, ability)
         if self.floor is not None:  # where the run may lie below every source (90 % edge)
-            half90 = half if level == 0.9 else self.half_width(prediction, n_items, 0.9, ability)
-            reach = start - half90
-            below = self._below(prediction, reach, ability)
+            below = self._below(prediction, start - half90, ability)
             low = np.where(below, np.minimum(low, self.floor), low)
+        if self.top is not None and self.truth_range is not None:  # may lie above every source
+            above = end + half90 >= self.truth_range[1]
+            high = np.where(above, np.maximum(high, end + self.top.reach(n_items, level)), high)
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
     def _below(
@@ -381,8 +394,10 @@ class ScoreMap:
         floor: float | None = None,
         toward: float = 0.0,
         reach: float = 0.0,
+        top: Mapping[str, Any] | None = None,
     ) -> ScoreMap:
-        """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s (absent: none)."""
+        """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s and ``top``
+        :meth:`top_to_dict`'s value (absent: none)."""
         if imputation not in IMPUTATIONS:
             raise InputError(f"unknown imputation {imputation!r}; expected one of {IMPUTATIONS}")
         found = cls(
@@ -395,6 +410,7 @@ class ScoreMap:
         found = found.with_rates(rates) if rates else found
         found = found.with_toward(toward) if toward else found
         found = found.with_reach(reach) if reach else found
+        found = found.with_top(TopBand.from_dict(top)) if top else found
         return found if floor is None else found.with_floor(floor)
 
     def with_toward(self, share: float) -> ScoreMap:
@@ -423,6 +439,17 @@ class ScoreMap:
     def reach_to_dict(self) -> dict[str, Any]:
         """The upper reach for the pool state (empty: none)."""
         return {"upper_reach": self.reach} if self.reach else {}
+
+    def with_top(self, band: TopBand | None) -> ScoreMap:
+        """The map whose runs that may lie above every source reach ``band`` above their span
+        (None: no top band); it needs the sources' range of true scores."""
+        if band is not None and self.truth_range is None:
+            raise InputError("top_band needs the pool's source_range")
+        return replace(self, top=band)
+
+    def top_to_dict(self) -> dict[str, Any]:
+        """The top band for the pool state (empty: none)."""
+        return {} if self.top is None else {"top_band": self.top.to_dict()}
 
     def with_floor(self, floor: float) -> ScoreMap:
         """The map whose runs below the sources reach ``floor`` (a fraction in [0, 1))."""
