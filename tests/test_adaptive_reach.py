@@ -12,16 +12,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from adaptive_support import coverage_by_map, saved_before
+from adaptive_support import coverage_by_map, saved_before, strongest_fifth
 from scipy.special import expit
-from tools_support import tools_module
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.estimation import rates_raised
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
     AdaptiveState,
-    fit_adaptive_state,
     with_upper_reach,
 )
 from lmeval_microbench.adaptive.scoring import ScoreMap
@@ -152,14 +150,7 @@ def mmlu_strongest(shared_data):
     """MMLU (Open LLM Leaderboard v1, metabench's items against the whole benchmark's score):
     the strongest fifth of the models held out, a pool fitted on 800 of the rest (to keep the
     fit short; their top fifth lies within a point of each other, as in the whole matrix)."""
-    matrix, truth, _ = tools_module("bench_adaptive").load_benchmark(shared_data, "mmlu")
-    order = np.argsort(-truth, kind="stable")
-    held = order[: round(0.2 * truth.size)]
-    rest = np.random.default_rng(0).permutation(order[held.size :])[:800]
-    source = matrix.select_models([matrix.model_ids[k] for k in rest])
-    params, state = fit_adaptive_state(source, truth[rest])
-    targets = np.random.default_rng(1).permutation(held)[:200]
-    return params, state.score_map, matrix.values[targets], truth[targets]
+    return strongest_fifth(shared_data, "mmlu", 800)
 
 
 @pytest.mark.slow

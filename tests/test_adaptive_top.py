@@ -13,16 +13,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from adaptive_support import coverage_by_map, saved_before
+from adaptive_support import coverage_by_map, saved_before, strongest_fifth
 from scipy.special import expit
-from tools_support import tools_module
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.bands import LEVELS, MIN_TOP_MODELS, TopBand
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
     AdaptiveState,
-    fit_adaptive_state,
     with_top_band,
 )
 from lmeval_microbench.errors import BundleError, InputError
@@ -132,14 +130,7 @@ def test_an_older_pool_gets_the_top_band_without_refitting():
 def arc_strongest(shared_data):
     """ARC (Open LLM Leaderboard v1, metabench's items against the whole benchmark's score):
     the strongest fifth of the models held out, a pool fitted on 1,000 of the rest."""
-    matrix, truth, _ = tools_module("bench_adaptive").load_benchmark(shared_data, "arc")
-    order = np.argsort(-truth, kind="stable")
-    held = order[: round(0.2 * truth.size)]
-    rest = np.random.default_rng(0).permutation(order[held.size :])[:1000]
-    source = matrix.select_models([matrix.model_ids[k] for k in rest])
-    params, state = fit_adaptive_state(source, truth[rest])
-    targets = np.random.default_rng(1).permutation(held)[:200]
-    return params, state.score_map, matrix.values[targets], truth[targets]
+    return strongest_fifth(shared_data, "arc", 1000)
 
 
 @pytest.mark.slow
