@@ -19,7 +19,7 @@ every pool item; ``microbench adaptive`` runs it adaptively.
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --source-rates    # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --floor           # no refitting
     SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --upper-reach     # no refitting
-    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --top-band  # one fold replayed
+    SOURCE_DATE_EPOCH=1795392000 python tools/build_pools.py --top-band  # upward folds replayed
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
 
 
 def add_top_band(folder: Path, source: ResponseMatrix, truth) -> None:
-    """Add the top band to a shipped pool, replaying only the upward fold it is fitted on and
-    refitting nothing of the pool (:func:`~lmeval_microbench.adaptive.pool.with_top_band`)."""
+    """Add the top band to a shipped pool, replaying only the upward folds it is chosen from
+    and refitting nothing of the pool (:func:`~lmeval_microbench.adaptive.pool.with_top_band`)."""
     bundle = with_top_band(load_bundle(folder), source, truth)
     save_bundle(bundle, folder, overwrite=True)
     top = pool_state(bundle).state.score_map.top
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         dest="only",
         action="store_const",
         const="top_band",
-        help="only add the top band to the pools of --out (one upward fold replayed, the pool "
+        help="only add the top band to the pools of --out (the upward folds replayed, the pool "
         "not refitted)",
     )
     args = parser.parse_args(argv)

@@ -52,12 +52,8 @@ class Band:
         return cls(n_items, band, quantiles)
 
     def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
-        if level not in self.quantiles:
-            raise InputError(
-                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
-            )
         region = self.shape.region_of(prediction)
-        return self.quantiles[level][region] * self.shape.scale(prediction)
+        return stored(self.quantiles, level)[region] * self.shape.scale(prediction)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +86,20 @@ class Band:
                 f"band at {obj['n_items']} items: quantiles do not match {regions} regions"
             )
         return cls(int(obj["n_items"]), shape, quantiles)
+
+
+def stored(quantiles: Mapping[float, np.ndarray], level: float) -> np.ndarray:
+    """A band's quantiles at ``level``, refused in one line where the pool kept none."""
+    if level not in quantiles:
+        raise InputError(f"interval level {level} not stored; pools keep {list(quantiles)}")
+    return quantiles[level]
+
+
+def at_checkpoint(marks: Sequence[int], n_items: int) -> int:
+    """The position in ``marks`` of the largest checkpoint at most ``n_items``; the first
+    where none is (a run shorter than every checkpoint gets the widest band)."""
+    fitting = [k for k, mark in enumerate(marks) if mark <= n_items]
+    return fitting[-1] if fitting else 0
 
 
 def rounded(values: np.ndarray) -> list[float]:
@@ -239,12 +249,7 @@ class TopBand:
 
     def reach(self, n_items: int, level: float) -> float:
         """The distance at the largest checkpoint at most ``n_items`` (the first one below it)."""
-        if level not in self.quantiles:
-            raise InputError(
-                f"interval level {level} not stored; pools keep {list(self.quantiles)}"
-            )
-        at = max(0, int(np.searchsorted(self.n_items, n_items, side="right")) - 1)
-        return float(self.quantiles[level][at])
+        return float(stored(self.quantiles, level)[at_checkpoint(self.n_items, n_items)])
 
     def to_dict(self) -> dict[str, Any]:
         return {

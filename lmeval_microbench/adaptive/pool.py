@@ -278,13 +278,16 @@ def _directed_runs(
     values: np.ndarray,
     params: ItemParams,
     estimator: str,
+    directions: tuple[str, ...] = (UP, DOWN),
 ) -> dict[str, list[FoldRun]]:
-    """Per direction, the replays of its folds (directions with fewer than
+    """Per direction of ``directions``, the replays of its folds (directions with fewer than
     :data:`MIN_FOLD_MODELS` held-out models are left out). Folds that hold out the same models
     (both of a direction: they differ in the models the map is fitted on) share one replay."""
     runs: dict[str, list[FoldRun]] = {}
     orders: dict[bytes, np.ndarray] = {}
     for train, test, direction in _usable_folds(source, truth):
+        if direction not in directions:
+            continue
         held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
         order = orders.get(test.tobytes())
         run = fold_run(source, truth, values, params, held, estimator, fit_on, order)
@@ -448,20 +451,18 @@ def _with_state(bundle: Bundle, state: AdaptiveState) -> Bundle:
 
 def with_top_band(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
     """The pool ``bundle`` with its top band (:func:`top_band`) from ``source`` and ``truth``,
-    what it was built from, replaying only the upward fold trained on four fifths of the
-    sources: for pools saved before the band. The band only ever raises an upper edge."""
+    what it was built from, replaying only its upward folds (one replay, refitting nothing of
+    the pool): for pools saved before the band. The band only ever raises an upper edge."""
     pool, values = _pool_and_answers(bundle, source)
     source = source.select_items(list(pool.item_ids))  # the order of the pool's answers
     truth = np.asarray(truth, dtype=np.float64)
-    up = [(train, test) for train, test, side in _usable_folds(source, truth) if side == UP]
-    if not up:
-        return bundle
-    train, test = max(up, key=lambda fold: fold[0].size)
-    held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
     state = pool.state
-    run = fold_run(source, truth, values, pool.params, held, state.estimator, fit_on)
-    found = run_predictions(run, checkpoints_for(len(pool.item_ids)), state.score_map.pseudo)
-    score_map = state.score_map.with_top(top_band([run], [found], truth))
+    runs = _directed_runs(source, truth, values, pool.params, state.estimator, (UP,)).get(UP)
+    if not runs:
+        return bundle
+    marks = checkpoints_for(len(pool.item_ids))
+    found = [run_predictions(run, marks, state.score_map.pseudo) for run in runs]
+    score_map = state.score_map.with_top(top_band(runs, found, truth))
     return _with_state(bundle, replace(state, score_map=score_map))
 
 

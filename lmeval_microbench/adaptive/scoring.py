@@ -85,7 +85,7 @@ from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .bands import ABOVE, BELOW, Band, SideBands, TopBand, fit_bands, rounded
+from .bands import ABOVE, BELOW, Band, SideBands, TopBand, at_checkpoint, fit_bands, rounded
 from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates, rates_raised
 
 RATES_KEYS = ("source_rates", "source_range")
@@ -293,8 +293,7 @@ class ScoreMap:
         bands = self.bands if bands is None else bands
         if not bands:
             raise InputError("this score map has no interval bands")
-        fitting = [band for band in bands if band.n_items <= n_items]
-        return fitting[-1] if fitting else bands[0]
+        return bands[at_checkpoint([band.n_items for band in bands], n_items)]
 
     def half_width(
         self,
