@@ -23,6 +23,8 @@ SECTIONS = [
     ("peers_own_reach.md", "tools/peers_compare.py"),
     ("peers_medoid_ties.md", "tools/peers_compare.py"),
     ("peers_blend.md", "tools/peers_compare.py"),
+    ("audit_split.md", "tools/bench_audit_split.py"),
+    ("peers_audit_locate.md", "tools/peers_compare.py"),
     ("shipped_v2_change.md", "tools/shipped_v2_change.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
     ("gaps.md", "tools/bench_gaps.py"),

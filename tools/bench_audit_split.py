@@ -1,0 +1,275 @@
+"""Informative items beside a random audit sample, on whole benchmarks: bench/audit_split.*.
+
+Issue 19 asks how to split a budget between items a selection method chose and a random
+*audit* sample that the ``audit`` reading (AIPW) reads. This runs ``build --method M --audit
+A --estimator guarded`` (no choice) on the peer suite's cells of the whole benchmarks (IFEval
+and MuSR, all source models, random and strongest-fifth held out, 25/50/100 items, seeds 0
+and 1) for a supervised selection (``lasso``: the items of benchpred's ``lasso``, which led
+the published methods on MuSR's random splits; ``greedy``) and an unsupervised one
+(``anchor_points``), with 0, 30 % and 50 % of the budget audited.
+
+For an audited bundle whose guard reads the ``audit`` reading, the held-out models are also
+estimated with that reading placing them by its own AIPW estimate (the bundle's state without
+its ``locator``: how such bundles placed models before the reading placed them by the
+de-shrunk one, :mod:`lmeval_microbench.outside.readings.audit`). Beside them, from
+``bench/peers.json``: the default ``ours`` and the best benchpred method of each case.
+
+    python tools/bench_audit_split.py --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_peers import (
+    DATA,
+    PEERS,
+    V1_ALL,
+    V2,
+    Cell,
+    build_recipe,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
+from tqdm.auto import tqdm
+from worker_pool import worker_pool
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
+from lmeval_microbench.estimators import estimator_from_state
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGETS = (25, 50, 100)
+METHODS = ("lasso", "greedy", "anchor_points")
+SHARES = (0.0, 0.3, 0.5)
+MIN_AUDIT = 2
+
+
+def audit_size(share: float, budget: int) -> int:
+    """Audit items for a share of the budget (0 where fewer than two would be drawn)."""
+    size = round(share * budget)
+    return size if size >= MIN_AUDIT else 0
+
+
+def scored(value: np.ndarray, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> dict:
+    return {
+        "mae": 100 * float(np.mean(np.abs(value - truth))),
+        "bias": 100 * float(np.mean(value - truth)),
+        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "width": 100 * float(np.mean(upper - lower)),
+    }
+
+
+def placed_by_aipw(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The guarded state with its audit reading placing models by its own estimate (None
+    where the guard reads another reading: nothing to compare)."""
+    reading = state.get("reading", {})
+    if reading.get("name") != "audit" or "locator" not in reading.get("state", {}):
+        return None
+    before = copy.deepcopy(state)
+    del before["reading"]["state"]["locator"]
+    return before
+
+
+def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
+    """Every method x audit share on one split: the guarded estimate's errors."""
+    data, cell = task
+    values, truth, ids = load_matrix(cell.matrix, data)
+    rows = cell_rows(truth, cell, V1_ALL)
+    source, target = split_matrices(values, ids, rows)
+    target_truth = truth[rows[1]]
+    out = []
+    for method in METHODS:
+        for share in SHARES:
+            started = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                bundle = build_recipe(
+                    cell, source, truth[rows[0]], method, "guarded", audit_size(share, cell.budget)
+                )
+            state = bundle.estimator_state()
+            answers = target.select_items(bundle.item_ids)
+            row = {
+                "key": cell.key,
+                "case": [cell.matrix, cell.protocol, cell.budget],
+                "method": method,
+                "share": share,
+                "reading": state["reading"]["name"],
+                **scored(*estimator_from_state(state).estimate_matrix(answers), target_truth),
+            }
+            before = placed_by_aipw(state)
+            if before is not None:
+                value = estimator_from_state(before).estimate_matrix(answers)
+                row["aipw_placed"] = scored(*value, target_truth)
+            row["seconds"] = time.perf_counter() - started
+            out.append(row)
+    return out
+
+
+def recipe(method: str, share: float) -> str:
+    return f"{method} {round(100 * share)} %"
+
+
+def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per case (matrix, protocol, budget) and recipe: means over the seeds."""
+    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[(*row["case"], row["method"], row["share"])].append(row)
+    out = []
+    for (matrix, protocol, budget, method, share), members in sorted(grouped.items()):
+        entry = {
+            "case": [matrix, protocol, budget],
+            "recipe": recipe(method, share),
+            "seeds": len(members),
+            "audit_read": sum(m["reading"] == "audit" for m in members),
+        }
+        for key in ("mae", "coverage", "width"):
+            entry[key] = float(np.mean([m[key] for m in members]))
+        placed = [m.get("aipw_placed", m) for m in members]
+        entry["aipw_placed_mae"] = float(np.mean([p["mae"] for p in placed]))
+        entry.update(_peer_means([peers.get(m["key"], {}) for m in members]))
+        out.append(entry)
+    return out
+
+
+def _peer_means(found: list[dict[str, Any]]) -> dict[str, Any]:
+    means = {
+        name: float(np.mean([f[name]["mae"] for f in found]))
+        for name in ("ours", *PEERS)
+        if all(name in f and f[name].get("mae") is not None for f in found)
+    }
+    peer_means = {n: v for n, v in means.items() if n in PEERS}
+    best = min(peer_means, key=lambda n: peer_means[n]) if peer_means else None
+    return {
+        "ours_mae": means.get("ours"),
+        "best_peer": best,
+        "best_peer_mae": peer_means.get(best) if best else None,
+    }
+
+
+def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per matrix x protocol x recipe: mean MAE over the budgets, coverage range, width."""
+    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for entry in entries:
+        grouped[(entry["case"][0], entry["case"][1], entry["recipe"])].append(entry)
+    return [
+        {
+            "matrix": matrix,
+            "protocol": protocol,
+            "recipe": name,
+            "mae": float(np.mean([m["mae"] for m in members])),
+            "aipw_placed_mae": float(np.mean([m["aipw_placed_mae"] for m in members])),
+            "coverage": [min(m["coverage"] for m in members), max(m["coverage"] for m in members)],
+            "width": float(np.mean([m["width"] for m in members])),
+            "audit_read": sum(m["audit_read"] for m in members),
+            "runs": sum(m["seeds"] for m in members),
+            "ours_mae": _mean_or_none([m["ours_mae"] for m in members]),
+            "best_peer_mae": _mean_or_none([m["best_peer_mae"] for m in members]),
+        }
+        for (matrix, protocol, name), members in grouped.items()
+    ]
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(np.mean(values))
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: dict) -> str:
+    lines = [
+        "# Informative items beside a random audit sample (whole benchmarks)",
+        "",
+        f"Generated by `{info['command']}` ({info['minutes']:.0f} min, load average "
+        f"{info['load_average'][0]:.1f} -> {info['load_average'][1]:.1f}, 2 shared cores). "
+        "`build --method M --audit A --estimator guarded` (no choice) on the peer suite's "
+        "cells of IFEval and MuSR (all source models, seeds "
+        f"{info['seeds']}), the held-out models estimated. `M 30 %`: 30 % of the budget drawn "
+        "as audit items. MAE in points, mean over budgets 25/50/100; `audit read`: runs whose "
+        "guard chose the `audit` reading, of all runs; `placed by AIPW`: those runs with the "
+        "audit reading placing models by its own estimate (before it placed them by the "
+        "de-shrunk reading; other runs count as they are). `ours` and the best benchpred "
+        "method per case from `bench/peers.json` (the same splits).",
+        "",
+        "| matrix | protocol | recipe | MAE | placed by AIPW | coverage | width | audit read | "
+        "ours | best peer |",
+        "|---|---|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for g in groups:
+        lines.append(
+            f"| {g['matrix']} | {g['protocol']} | {g['recipe']} | {g['mae']:.2f} | "
+            f"{g['aipw_placed_mae']:.2f} | {g['coverage'][0]:.2f}-{g['coverage'][1]:.2f} | "
+            f"{g['width']:.1f} | {g['audit_read']}/{g['runs']} | {_number(g['ours_mae'])} | "
+            f"{_number(g['best_peer_mae'])} |"
+        )
+    lines += [
+        "",
+        "| matrix | protocol | budget | recipe | MAE | placed by AIPW | cov | width | ours | "
+        "best peer |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for e in entries:
+        matrix, protocol, budget = e["case"]
+        best = f"{e['best_peer']} {e['best_peer_mae']:.2f}" if e.get("best_peer") else "-"
+        lines.append(
+            f"| {matrix} | {protocol} | {budget} | {e['recipe']} | {e['mae']:.2f} | "
+            f"{e['aipw_placed_mae']:.2f} | {e['coverage']:.2f} | {e['width']:.1f} | "
+            f"{_number(e['ours_mae'])} | {best} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--matrices", default=",".join(V2))
+    parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    tasks = [
+        (args.data, Cell(matrix, "all", protocol, budget, seed))
+        for matrix in args.matrices.split(",")
+        for protocol in ("random", "extrapolation")
+        for budget in BUDGETS
+        for seed in seeds
+    ]
+    with worker_pool(args.jobs) as pool:
+        found = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
+    rows = [row for cell_rows_ in found for row in cell_rows_]
+    peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
+    entries = cases(rows, peers)
+    groups = summary(entries)
+    info = {
+        "command": "python tools/bench_audit_split.py " + " ".join(argv or sys.argv[1:]),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "minutes": (time.perf_counter() - started) / 60,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "seeds": args.seeds,
+    }
+    payload = {"info": info, "summary": groups, "cases": entries, "cells": rows}
+    write_json_atomic(args.out / "audit_split.json", payload)
+    write_text_if_changed(args.out / "audit_split.md", markdown(entries, groups, info))
+    print(f"wrote {args.out / 'audit_split.md'} ({len(rows)} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
