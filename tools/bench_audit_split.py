@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 from bench_peers import (
     DATA,
-    PEERS,
     V1_ALL,
     V2,
     Cell,
@@ -42,6 +41,7 @@ from bench_peers import (
     load_matrix,
     split_matrices,
 )
+from bench_similar import peer_means
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -137,24 +137,11 @@ def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[
             entry[key] = float(np.mean([m[key] for m in members]))
         placed = [m.get("aipw_placed", m) for m in members]
         entry["aipw_placed_mae"] = float(np.mean([p["mae"] for p in placed]))
-        entry.update(_peer_means([peers.get(m["key"], {}) for m in members]))
+        found = [peers[m["key"]] for m in members if m["key"] in peers]
+        if len(found) == len(members):
+            entry.update(peer_means(found))
         out.append(entry)
     return out
-
-
-def _peer_means(found: list[dict[str, Any]]) -> dict[str, Any]:
-    means = {
-        name: float(np.mean([f[name]["mae"] for f in found]))
-        for name in ("ours", *PEERS)
-        if all(name in f and f[name].get("mae") is not None for f in found)
-    }
-    peer_means = {n: v for n, v in means.items() if n in PEERS}
-    best = min(peer_means, key=lambda n: peer_means[n]) if peer_means else None
-    return {
-        "ours_mae": means.get("ours"),
-        "best_peer": best,
-        "best_peer_mae": peer_means.get(best) if best else None,
-    }
 
 
 def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -173,8 +160,8 @@ def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "width": float(np.mean([m["width"] for m in members])),
             "audit_read": sum(m["audit_read"] for m in members),
             "runs": sum(m["seeds"] for m in members),
-            "ours_mae": _mean_or_none([m["ours_mae"] for m in members]),
-            "best_peer_mae": _mean_or_none([m["best_peer_mae"] for m in members]),
+            "ours_mae": _mean_or_none([m.get("ours_mae") for m in members]),
+            "best_peer_mae": _mean_or_none([m.get("best_peer_mae") for m in members]),
         }
         for (matrix, protocol, name), members in grouped.items()
     ]
@@ -226,7 +213,7 @@ def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: 
         lines.append(
             f"| {matrix} | {protocol} | {budget} | {e['recipe']} | {e['mae']:.2f} | "
             f"{e['aipw_placed_mae']:.2f} | {e['coverage']:.2f} | {e['width']:.1f} | "
-            f"{_number(e['ours_mae'])} | {best} |"
+            f"{_number(e.get('ours_mae'))} | {best} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -105,12 +105,14 @@ def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[
             entry[f"similar_{key}"] = float(np.mean([m[key] for m in members]))
         found = [peers[m["key"]] for m in members if m["key"] in peers]
         if len(found) == len(members):
-            entry.update(_peer_means(found))
+            entry.update(peer_means(found))
         out.append(entry)
     return out
 
 
-def _peer_means(found: list[dict[str, Any]]) -> dict[str, Any]:
+def peer_means(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over a case's seeds (``bench/peers.json`` cells): ours' MAE and coverage, the MAE
+    of :data:`SHOWN` and of the best benchpred method."""
     means = {
         name: float(np.mean([f[name]["mae"] for f in found]))
         for name in ("ours", *PEERS)
