@@ -25,6 +25,7 @@ SECTIONS = [
     ("peers_blend.md", "tools/peers_compare.py"),
     ("audit_split.md", "tools/bench_audit_split.py"),
     ("peers_audit_locate.md", "tools/peers_compare.py"),
+    ("peers_inside_lasso.md", "tools/peers_compare.py"),
     ("shipped_v2_change.md", "tools/shipped_v2_change.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
     ("gaps.md", "tools/bench_gaps.py"),
