@@ -7,7 +7,7 @@ from tools_support import tools_module
 
 
 def test_audit_size_draws_two_or_none():
-    tool = tools_module("bench_audit_split")
+    tool = tools_module("cell_scoring")
     assert [tool.audit_size(0.3, b) for b in (5, 25, 100)] == [2, 8, 30]
     assert tool.audit_size(0.3, 3) == 0 and tool.audit_size(0.0, 100) == 0
 

@@ -42,6 +42,7 @@ from bench_peers import (
     split_matrices,
 )
 from bench_similar import peer_means
+from cell_scoring import audit_size, interval_metrics
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -52,22 +53,6 @@ REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (25, 50, 100)
 METHODS = ("lasso", "greedy", "anchor_points")
 SHARES = (0.0, 0.3, 0.5)
-MIN_AUDIT = 2
-
-
-def audit_size(share: float, budget: int) -> int:
-    """Audit items for a share of the budget (0 where fewer than two would be drawn)."""
-    size = round(share * budget)
-    return size if size >= MIN_AUDIT else 0
-
-
-def scored(value: np.ndarray, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> dict:
-    return {
-        "mae": 100 * float(np.mean(np.abs(value - truth))),
-        "bias": 100 * float(np.mean(value - truth)),
-        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
-        "width": 100 * float(np.mean(upper - lower)),
-    }
 
 
 def placed_by_aipw(state: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,18 +84,19 @@ def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
                 )
             state = bundle.estimator_state()
             answers = target.select_items(bundle.item_ids)
+            estimate = estimator_from_state(state).estimate_matrix(answers)
             row = {
                 "key": cell.key,
                 "case": [cell.matrix, cell.protocol, cell.budget],
                 "method": method,
                 "share": share,
                 "reading": state["reading"]["name"],
-                **scored(*estimator_from_state(state).estimate_matrix(answers), target_truth),
+                **interval_metrics(*estimate, target_truth),
             }
             before = placed_by_aipw(state)
             if before is not None:
-                value = estimator_from_state(before).estimate_matrix(answers)
-                row["aipw_placed"] = scored(*value, target_truth)
+                placed = estimator_from_state(before).estimate_matrix(answers)
+                row["aipw_placed"] = interval_metrics(*placed, target_truth)
             row["seconds"] = time.perf_counter() - started
             out.append(row)
     return out

@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from cell_scoring import audit_size
 from peers_report import write_report
 
 from lmeval_microbench.auto import choose_recipe
@@ -263,8 +264,7 @@ def build_ours(
     target models' matrix and the recipe chosen (``method+estimator``)."""
     source_rows = rows[0]
     source, target = split_matrices(values, ids, rows)
-    audit = round(AUDIT_SHARE * cell.budget) if method == "ours_audit" else 0
-    audit = audit if audit >= 2 else 0
+    audit = audit_size(AUDIT_SHARE if method == "ours_audit" else 0.0, cell.budget)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         choice = choose_recipe(

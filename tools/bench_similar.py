@@ -43,6 +43,7 @@ from bench_peers import (
     seed_range,
     split_matrices,
 )
+from cell_scoring import interval_metrics
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -85,10 +86,7 @@ def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
     return {
         "key": cell.key,
         "case": [cell.matrix, cell.population, cell.protocol, cell.budget],
-        "mae": 100 * float(np.mean(np.abs(value - target_truth))),
-        "bias": 100 * float(np.mean(value - target_truth)),
-        "coverage": float(np.mean((lower <= target_truth) & (target_truth <= upper))),
-        "width": 100 * float(np.mean(upper - lower)),
+        **interval_metrics(value, lower, upper, target_truth),
         "seconds": time.perf_counter() - started,
     }
 

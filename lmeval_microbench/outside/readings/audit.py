@@ -97,7 +97,7 @@ class AuditReading(Reading):
     def locate(self, values: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The de-shrunk reading where the sources allow one (see the module), else this one."""
         if self.locator_ is None:
-            return self.read(values, inner)
+            return super().locate(values, inner)
         return self.locator_.read(values, inner)
 
     def state(self) -> dict[str, Any]:

@@ -1,0 +1,30 @@
+"""What the benchmark scripts compute alike for one split: the audit size a share of the budget
+asks for, and the errors and interval coverage of a recipe's estimates of the held-out models.
+
+Shared by ``bench_peers`` (``ours_audit``), ``bench_similar`` and ``bench_audit_split``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmeval_microbench.selection.audit import MIN_AUDIT
+
+
+def audit_size(share: float, budget: int) -> int:
+    """Audit items for a share of the budget: 0 where fewer than an audit needs would be
+    drawn (``select_with_audit`` refuses a smaller audit)."""
+    size = round(share * budget)
+    return size if size >= MIN_AUDIT else 0
+
+
+def interval_metrics(
+    value: np.ndarray, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray
+) -> dict[str, float]:
+    """MAE and bias in points, the interval's coverage of ``truth`` and its width in points."""
+    return {
+        "mae": 100 * float(np.mean(np.abs(value - truth))),
+        "bias": 100 * float(np.mean(value - truth)),
+        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "width": 100 * float(np.mean(upper - lower)),
+    }
