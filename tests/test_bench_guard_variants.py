@@ -20,11 +20,14 @@ def _parts(**changes):
         ),
         "reading": (np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])),
         "located": (np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])),
+        "located_deshrunk": (np.array([0.45, 0.60, 0.72]), np.array([0.01, 0.01, 0.01])),
+        "located_checked": (np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])),
         "band": (np.array([0.36, 0.48, 0.70]), np.array([0.56, 0.68, 0.74])),
         "top": 0.50,
         "bottom": 0.40,
         "guard_above": True,
         "floor": 0.0,
+        "reach": None,
     }
     parts.update(changes)
     parts["shipped"] = tools_module("bench_guard_variants").as_shipped(parts)
@@ -47,6 +50,10 @@ def test_variants_recombine_the_guard_and_differ_where_they_should():
     assert alone[1][2] == pytest.approx(0.70) and shipped[1][2] < 0.70
     # even prior odds count a model just inside the narrow range as less likely outside
     assert tool.even_prior(parts)[0][0] < shipped[0][0]
+    # placed by the precise de-shrunk reading, the model in the middle of the range stays put,
+    # and the one beyond moves as before
+    deshrunk = tool.located_by("located_deshrunk")(parts)
+    assert deshrunk[0][0] == pytest.approx(0.45) and deshrunk[0][2] == pytest.approx(0.72)
     scored = tool.score_cell(parts)
     assert set(scored) == {"key", "recipe", *tool.VARIANTS}
     assert scored["as shipped"]["coverage"] == pytest.approx(1.0)
@@ -55,6 +62,15 @@ def test_variants_recombine_the_guard_and_differ_where_they_should():
     assert "| every cell | as shipped | 1 |" in tool.render(
         rows, {"command": "c", "seconds": 1, "load": [0, 0]}
     )
+
+
+def test_the_recombination_reaches_the_own_readings_spread_above_the_sources():
+    tool = tools_module("bench_guard_variants")
+    own = (np.array([0.47, 0.60, 0.90]), np.array([0.05, 0.05, 0.01]))
+    parts = _parts(reach=own)
+    # the third model's own reading lies far above: its upper edge reaches 0.90 + 1.645 * 0.01
+    assert tool.as_shipped(parts)[2][2] == pytest.approx(0.90 + 1.645 * 0.01, abs=1e-3)
+    assert tool.as_shipped(_parts())[2][2] < 0.8
 
 
 def test_a_recombination_that_differs_from_the_estimator_is_refused():
@@ -72,4 +88,6 @@ def test_parts_of_a_real_cell_recombine_to_the_estimators_output(shared_data):
     # MuSR with 50 sources: the guard moves models of a random split for nothing, and a move
     # that waits for the reading to disagree beyond its noise errs less
     assert scored["move: consistent"]["mae"] < scored["as shipped"]["mae"] - 0.5
+    # and so does one that places models by the de-shrunk reading (the cell's is ``design``)
+    assert scored["locate: de-shrunk"]["mae"] < scored["as shipped"]["mae"] - 0.3
     assert tool.measure(("mmlu/all/random/100/0", "anchor_points+anchor_sum", "x")) is None

@@ -42,7 +42,7 @@ from bench_peers import (
     split_matrices,
 )
 from bench_similar import peer_means
-from cell_scoring import audit_size, interval_metrics
+from cell_scoring import audit_size, interval_metrics, points
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -157,10 +157,6 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(np.mean(values))
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: dict) -> str:
     lines = [
         "# Informative items beside a random audit sample (whole benchmarks)",
@@ -184,8 +180,8 @@ def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: 
         lines.append(
             f"| {g['matrix']} | {g['protocol']} | {g['recipe']} | {g['mae']:.2f} | "
             f"{g['aipw_placed_mae']:.2f} | {g['coverage'][0]:.2f}-{g['coverage'][1]:.2f} | "
-            f"{g['width']:.1f} | {g['audit_read']}/{g['runs']} | {_number(g['ours_mae'])} | "
-            f"{_number(g['best_peer_mae'])} |"
+            f"{g['width']:.1f} | {g['audit_read']}/{g['runs']} | {points(g['ours_mae'])} | "
+            f"{points(g['best_peer_mae'])} |"
         )
     lines += [
         "",
@@ -199,7 +195,7 @@ def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: 
         lines.append(
             f"| {matrix} | {protocol} | {budget} | {e['recipe']} | {e['mae']:.2f} | "
             f"{e['aipw_placed_mae']:.2f} | {e['coverage']:.2f} | {e['width']:.1f} | "
-            f"{_number(e.get('ours_mae'))} | {best} |"
+            f"{points(e.get('ours_mae'))} | {best} |"
         )
     return "\n".join(lines) + "\n"
 

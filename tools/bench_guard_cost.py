@@ -27,6 +27,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,14 @@ from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, split_matrices
+from cell_scoring import interval_metrics
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.build import SOURCES_OUTSIDE_NOTE as NOTE_SHARE
 from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
+from lmeval_microbench.subset import Subset
 
 REPO = Path(__file__).resolve().parents[1]
 V1_ALL = 1000
@@ -51,12 +55,27 @@ def cell_of(key: str) -> Cell:
     return Cell(matrix, population, protocol, int(budget), int(seed))
 
 
-def rebuilt_guard(
-    job: tuple[str, str, str],
-) -> tuple[Any, ResponseMatrix, ResponseMatrix, np.ndarray] | None:
-    """One cell's chosen recipe rebuilt on its sources: the fitted guarded estimator, the
-    sources' and the held-out models' answers on its items, and the held-out models' truths
-    (None: the recipe is not read with ``guarded``)."""
+@dataclass(frozen=True)
+class Rebuilt:
+    """One cell's chosen recipe rebuilt on its sources."""
+
+    guarded: Any
+    """The fitted guarded estimator, as the bundle saved it."""
+    sources: ResponseMatrix
+    """The source models' answers on the bundle's items."""
+    held: ResponseMatrix
+    """The held-out models' answers on the bundle's items."""
+    held_truth: np.ndarray
+    whole_source: ResponseMatrix
+    """The source models' answers on every matrix item, as the build saw them."""
+    source_truth: np.ndarray
+    subset: Subset
+    irt: ItemParams | None
+
+
+def rebuilt_guard(job: tuple[str, str, str]) -> Rebuilt | None:
+    """One cell's chosen recipe rebuilt on its sources (None: the recipe is not read with
+    ``guarded``)."""
     key, recipe, data = job
     method, estimator = recipe.split("+")
     if estimator != "guarded":
@@ -66,9 +85,17 @@ def rebuilt_guard(
     rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
-    guarded = estimator_from_state(bundle.estimator_state())
     items = bundle.item_ids
-    return guarded, source.select_items(items), target.select_items(items), truth[rows[1]]
+    return Rebuilt(
+        estimator_from_state(bundle.estimator_state()),
+        source.select_items(items),
+        target.select_items(items),
+        truth[rows[1]],
+        source,
+        truth[rows[0]],
+        bundle.subset,
+        bundle.irt,
+    )
 
 
 def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
@@ -76,7 +103,12 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     rebuilt = rebuilt_guard(job)
     if rebuilt is None:
         return None
-    guarded, sources, held, held_truth = rebuilt
+    guarded, sources, held, held_truth = (
+        rebuilt.guarded,
+        rebuilt.sources,
+        rebuilt.held,
+        rebuilt.held_truth,
+    )
     key, recipe, _ = job
     inner_value = guarded.inner_.predict_rows(held.values, 0.9)[0]
     reading_se = guarded.reading_.locate(held.values, inner_value)[1]
@@ -84,22 +116,12 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, fitted in (("guarded", guarded), ("inner", guarded.inner_)):
-            out[name] = interval_metrics(fitted.estimate_matrix(held), held_truth)
+            out[name] = interval_metrics(*fitted.estimate_matrix(held), held_truth)
     out["outside"] = guarded.outside_share(held.values)
     out["sources_outside"] = guarded.outside_share(sources.values)
     out["range"] = 100 * (guarded.top_ - guarded.bottom_)
     out["reading_se"] = float(100 * np.median(reading_se))
     return out
-
-
-def interval_metrics(found: tuple[np.ndarray, ...], truth: np.ndarray) -> dict[str, float]:
-    """MAE and mean width in points and coverage of ``(value, lower, upper)`` against ``truth``."""
-    value, lower, upper = found
-    return {
-        "mae": float(100 * np.mean(np.abs(value - truth))),
-        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
-        "width": float(100 * np.mean(upper - lower)),
-    }
 
 
 def group_of(key: str) -> tuple[str, str, str]:

@@ -2,7 +2,7 @@
 
 The guard (``outside/guard.py``) moves a model's estimate from the inner regression towards an
 outside reading as far as that reading places the model beyond the sources, and widens its
-interval to span both. Three kinds of change to that rule come up again and again; this
+interval to span both. Four kinds of change to that rule come up again and again; this
 script measures them on the same fitted bundles, so a maintainer sees what each would do
 before touching the library:
 
@@ -15,6 +15,11 @@ before touching the library:
   and outside the sources, each side's truth uniform on its part of [0, 1]. The shipped
   weight, a normal reading against a flat prior on the real line, gives the outside prior odds
   of (1 - range) / range, nine to one on a range of 10 points.
+- ``locate: de-shrunk``: the shipped rule, with every reading placing models by the de-shrunk
+  reading (:mod:`lmeval_microbench.outside.readings.deshrunk`), as ``checked`` and ``audit``
+  already do, instead of by itself. ``own`` and ``design`` place by themselves, and their
+  standard error is the sampling noise of the items asked: against a narrow source range they
+  count most of the sources' own models as possibly outside (``bench/guard_cost.md``).
 - ``interval: reading's band where w >= t``: the interval of a model the reading places
   outside with weight ``w`` at least ``t`` is the reading's band alone, not its span with the
   inner interval, which for such a model is biased towards the sources.
@@ -41,16 +46,28 @@ import numpy as np
 from scipy.stats import norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import group_of, rebuilt_guard, run_cells, write_report
+from bench_guard_cost import Rebuilt, group_of, rebuilt_guard, run_cells, write_report
 
-from lmeval_microbench.outside import beyond_weight, floored, guarded_interval
+from lmeval_microbench.estimators import make_estimator
+from lmeval_microbench.outside import (
+    SourceView,
+    beyond_weight,
+    floored,
+    guarded_interval,
+    reached,
+)
 from lmeval_microbench.outside.guard import W_MIN
 from lmeval_microbench.outside.readings.base import se_floor
+from lmeval_microbench.outside.readings.checked import CheckedReading
+from lmeval_microbench.outside.readings.deshrunk import DeshrunkReading
+from lmeval_microbench.selection import SELECTORS
 
 LEVEL = 0.9
 Z90 = float(norm.ppf(0.95))
 Parts = dict[str, Any]
 Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
+LOCATED_BY_DESHRUNK = ("checked", "deshrunk")
+"""Readings that already place models by the de-shrunk reading: the refitted one must agree."""
 
 
 def guard_parts(job: tuple[str, str, str]) -> Parts | None:
@@ -60,12 +77,17 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
         rebuilt = rebuilt_guard(job)
         if rebuilt is None:
             return None
-        guarded, _, held, held_truth = rebuilt
-        answers = held.values
+        guarded, answers = rebuilt.guarded, rebuilt.held.values
         inner = guarded.inner_.predict_rows(answers, LEVEL)[:3]
         reading = guarded.reading_.read(answers, inner[0])
         located = guarded.reading_.locate(answers, inner[0])
         shipped = guarded.predict_rows(answers, LEVEL)[:3]
+        view = source_view(rebuilt)
+        deshrunk = DeshrunkReading().fit(view).read(answers, inner[0])
+        checked = CheckedReading().fit(view).read(answers, inner[0])
+        reach = None if guarded.reach_ is None else guarded.reach_.read(answers, inner[0])
+    if guarded.reading_name_ in LOCATED_BY_DESHRUNK and not np.allclose(located, deshrunk):
+        raise AssertionError(f"{job[0]}: the refitted de-shrunk reading differs from the guard's")
     below = located[0] < 0.5 * (guarded.top_ + guarded.bottom_)
     above_by = np.maximum(located[0] - guarded.top_, 0.0)
     band = guarded.guard_band_.edges(
@@ -74,17 +96,32 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
     return {
         "key": job[0],
         "recipe": job[1],
-        "truth": held_truth,
+        "truth": rebuilt.held_truth,
         "inner": inner,
         "reading": reading,
         "located": located,
+        "located_deshrunk": deshrunk,
+        "located_checked": checked,
         "band": band,
         "top": guarded.top_,
         "bottom": guarded.bottom_,
         "guard_above": guarded.guard_above_,
         "floor": guarded.floor_,
+        "reach": reach,
         "shipped": shipped,
     }
+
+
+def source_view(rebuilt: Rebuilt) -> SourceView:
+    """The view the rebuilt guard fitted its readings on (beside the inner estimator's
+    out-of-fold estimates on the sources), rebuilt from a refitted inner estimator."""
+    guarded = rebuilt.guarded
+    inner = make_estimator(guarded.inner).fit(
+        rebuilt.whole_source, rebuilt.subset, rebuilt.source_truth, irt=rebuilt.irt
+    )
+    supervised = rebuilt.subset.method in SELECTORS and SELECTORS[rebuilt.subset.method].uses_target
+    oof = inner.oof_ if supervised else inner.fixed_oof_
+    return SourceView.build(rebuilt.whole_source, rebuilt.subset, rebuilt.source_truth, oof)
 
 
 def _weights(parts: Parts, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -109,6 +146,8 @@ def _combine(
     )
     if below is not None and parts["floor"] is not None:
         lower = floored(lower, below, parts["floor"])
+    if parts["reach"] is not None:
+        upper = reached(upper, parts["reach"], parts["top"])
     return value, lower, upper
 
 
@@ -147,6 +186,17 @@ def even_prior(parts: Parts) -> Interval:
     return _combine(parts, *_weights(parts, weight))
 
 
+def located_by(key: str) -> Callable[[Parts], Interval]:
+    """The shipped rule, with every reading placing models by the reading of ``key`` in the
+    parts instead of by itself."""
+
+    def variant(parts: Parts) -> Interval:
+        located = {**parts, "located": parts[key]}
+        return _combine(parts, *_weights(located, shipped_weight(located)))
+
+    return variant
+
+
 def band_alone(threshold: float) -> Callable[[Parts], Interval]:
     def variant(parts: Parts) -> Interval:
         value, lower, upper = as_shipped(parts)
@@ -163,6 +213,8 @@ VARIANTS: dict[str, Callable[[Parts], Interval]] = {
     "as shipped": as_shipped,
     "move: consistent": consistent,
     "move: even prior": even_prior,
+    "locate: de-shrunk": located_by("located_deshrunk"),
+    "locate: checked": located_by("located_checked"),
     "interval: reading's band where w >= 0.9": band_alone(0.9),
     "interval: reading's band where w >= 0.99": band_alone(0.99),
 }
@@ -218,7 +270,7 @@ def summary(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
     lines = [
-        "## The guard's rule against three alternatives",
+        "## The guard's rule against four alternatives",
         "",
         f"Generated by `tools/bench_guard_variants.py`; command: `{info['command']}`; "
         f"{info['seconds']:.0f} s; load average {info['load'][0]} -> {info['load'][1]} "

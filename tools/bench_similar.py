@@ -43,7 +43,7 @@ from bench_peers import (
     seed_range,
     split_matrices,
 )
-from cell_scoring import interval_metrics
+from cell_scoring import interval_metrics, points
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -201,14 +201,10 @@ def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: 
         lines.append(
             f"| {matrix} | {population} | {protocol} | {budget} | {e['seeds']} | "
             f"{e['similar_mae']:.2f} | {e['similar_coverage']:.2f} | {e['similar_width']:.1f} | "
-            f"{_number(e.get('ours_mae'))} | {_number(e.get('aipw_mae'))} | "
-            f"{_number(e.get('random_sampling_mae'))} | {best} |"
+            f"{points(e.get('ours_mae'))} | {points(e.get('aipw_mae'))} | "
+            f"{points(e.get('random_sampling_mae'))} | {best} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,6 @@ from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_balanced_guarded import matrix_of
-from bench_guard_cost import interval_metrics
 from bench_peers import (
     DATA,
     PSN,
@@ -59,6 +58,7 @@ from bench_peers import (
     cell_rows,
     split_matrices,
 )
+from cell_scoring import interval_metrics
 from leaderboard_bench import load_openllm
 
 from lmeval_microbench._io import write_text_if_changed
@@ -140,7 +140,7 @@ def measure(task: tuple[str, Cell]) -> dict[str, Any]:
 
 def _metrics(bundle: Any, target: Any, truth: np.ndarray) -> dict[str, float]:
     estimator = estimator_from_state(bundle.estimator_state())
-    return interval_metrics(estimator.estimate_matrix(target.select_items(bundle.item_ids)), truth)
+    return interval_metrics(*estimator.estimate_matrix(target.select_items(bundle.item_ids)), truth)
 
 
 def group_of(key: str) -> tuple[str, str]:

@@ -1,7 +1,9 @@
 """What the benchmark scripts compute alike for one split: the audit size a share of the budget
-asks for, and the errors and interval coverage of a recipe's estimates of the held-out models.
+asks for, the errors and interval coverage of a recipe's estimates of the held-out models, and
+how a report writes a number of points that may be missing.
 
-Shared by ``bench_peers`` (``ours_audit``), ``bench_similar`` and ``bench_audit_split``.
+Shared by ``bench_peers`` (``ours_audit``), ``bench_similar``, ``bench_audit_split``,
+``bench_guard_cost``, ``bench_small_sources`` and ``v1_extrapolation``.
 """
 
 from __future__ import annotations
@@ -28,3 +30,8 @@ def interval_metrics(
         "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
         "width": 100 * float(np.mean(upper - lower)),
     }
+
+
+def points(value: float | None) -> str:
+    """A number of points for a report table, ``-`` where there is none."""
+    return "-" if value is None else f"{value:.2f}"

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from bench_peers import DATA, PEERS, V1, V1_ALL, Cell, cell_rows, load_matrix
 from bench_v1_default import split_of
+from cell_scoring import points
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 
@@ -164,10 +165,6 @@ def rows_of(loaded: dict[str, dict[str, Any]], data: Path) -> list[dict[str, Any
     return rows
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _default(case: dict[str, Any] | None) -> str:
     if case is None:
         return "-"
@@ -202,9 +199,9 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
         rel50 = f"{rel['best50']} {rel['best50_mae']:.2f}" if rel else "-"
         rel_all = f"{rel['all_mae']:.2f} ({rel['all_items']} items)" if rel else "-"
         lines.append(
-            f"| {r['matrix']} | {r['ours']:.2f} | {_number(r['ours_100'])} | "
-            f"{_number(r['best_candidate'])} | {r['best_peer']} {r['best_peer_mae']:.2f} | "
-            f"{_number(r['random_sampling'])} | {r['sampling_error']:.2f} | "
+            f"| {r['matrix']} | {r['ours']:.2f} | {points(r['ours_100'])} | "
+            f"{points(r['best_candidate'])} | {r['best_peer']} {r['best_peer_mae']:.2f} | "
+            f"{points(r['random_sampling'])} | {r['sampling_error']:.2f} | "
             f"{100 * r['all_right_share']:.0f} % | {rel50} | "
             f"{rel_all} | {'yes' if r['anything_reaches_goal'] else 'no'} |"
         )
