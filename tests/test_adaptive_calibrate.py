@@ -36,6 +36,7 @@ def two_pl_world(slope: float, seed: int = 0) -> tuple[ResponseMatrix, np.ndarra
     return source, values.mean(axis=1)
 
 
+@pytest.mark.slow
 def test_musr_holds_the_shift_back_and_ifeval_keeps_it(shared_data):
     """Real whole benchmarks, every model: MuSR's items tell models apart weakly (its run's hit
     rate is mostly noise), IFEval's do not. Measured: MuSR 100 pseudo answers, IFEval 1."""

@@ -103,6 +103,7 @@ def ifeval_strongest(shared_data):
     return params, state, values.values[strongest], truth[strongest]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked", [10, 25])
 def test_the_reading_covers_ifeval_models_stronger_than_every_source(ifeval_strongest, asked):
     """Measured (50 items too, ``bench/adaptive.md``): coverage of the strongest fifth 0.53 /

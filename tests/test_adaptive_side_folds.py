@@ -75,6 +75,7 @@ def test_the_downward_fold_widens_intervals_below_the_sources(monkeypatch, seed)
     assert covered >= before + 0.3 and covered >= 0.8, (before, covered)
 
 
+@pytest.mark.slow
 def test_the_upward_fold_widens_intervals_above_the_sources_on_ifeval(monkeypatch, shared_data):
     """The strongest fifth of IFEval's 348 models (whole benchmark) from a pool fitted on the
     rest, 50 items. Measured: coverage 0.26 -> 0.84. Synthetic 1-D and 2-D worlds showed no

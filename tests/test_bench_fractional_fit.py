@@ -15,6 +15,7 @@ def test_parts_average_consecutive_items_and_drop_the_rest():
     assert ids == ["i0+3", "i3+3"]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
 def test_partial_credit_is_checked_against_matched_responders(shared_data):
     tool = tools_module("bench_fractional_fit")

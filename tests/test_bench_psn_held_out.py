@@ -6,6 +6,7 @@ import pytest
 from tools_support import tools_module
 
 
+@pytest.mark.slow
 def test_held_out_blocks_are_whole_benchmarks_the_suite_never_used(shared_data):
     tool = tools_module("bench_psn_held_out")
     peers = tools_module("bench_peers")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tools_support import tools_module
 
 
+@pytest.mark.slow
 def test_each_recipe_is_built_scored_and_reported(shared_data, tmp_path):
     tool = tools_module("bench_supervised")
     args = ["--data", str(shared_data), "--matrices", "psn_bbh", "--budgets", "25", "--seeds", "0"]
