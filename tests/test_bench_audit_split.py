@@ -20,6 +20,7 @@ def test_placement_ablation_only_touches_an_audit_reading():
     assert tool.placed_by_aipw({"reading": {"name": "checked", "state": {}}}) is None
 
 
+@pytest.mark.slow
 def test_lasso_with_an_audit_is_placed_by_the_deshrunk_reading(shared_data, monkeypatch):
     """MuSR's random split, 25 lasso items of which 8 audited: the guard reads the audit
     reading, and placing models by its own AIPW estimate errs more than the de-shrunk

@@ -6,6 +6,7 @@ import pytest
 from tools_support import tools_module
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
 def test_guard_costs_inside_a_narrow_population_and_pays_beyond_the_sources(shared_data):
     tool = tools_module("bench_guard_cost")

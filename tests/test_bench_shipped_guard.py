@@ -10,6 +10,7 @@ from tools_support import tools_module
 from lmeval_microbench.personfit import BELOW_CHANCE
 
 
+@pytest.mark.slow
 def test_both_estimators_run_on_the_same_splits_and_report(shared_data, tmp_path):
     tool = tools_module("bench_shipped_guard")
     args = ["--shared", str(shared_data), "--benchmarks", "hellaswag", "--repeats", "1"]

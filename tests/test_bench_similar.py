@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tools_support import tools_module
 
 from lmeval_microbench.auto import choice
 from lmeval_microbench.auto._cv import Candidate
 
 
+@pytest.mark.slow
 def test_similar_is_built_scored_and_set_beside_the_peers(shared_data, tmp_path):
     tool = tools_module("bench_similar")
     key = "psn_bbh/all/random/25/0"
@@ -33,6 +35,7 @@ def test_similar_is_built_scored_and_set_beside_the_peers(shared_data, tmp_path)
     assert "| psn_bbh | all | random | 25 | 1 |" in (tmp_path / "similar.md").read_text()
 
 
+@pytest.mark.slow
 def test_choice_rules_scores_a_paired_candidate(shared_data, monkeypatch):
     """``--paired balanced+similar``: the choice scores the extra candidate, and it is built
     and estimates the held-out models like every other (25 sources: seconds)."""

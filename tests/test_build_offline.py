@@ -71,6 +71,7 @@ def check_one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
         assert needle in errors[0], errors[0]
 
 
+@pytest.mark.slow
 def test_offline_variables_fail_in_one_line(matrix_file, tmp_path):
     done, seconds = run_build(
         matrix_file, tmp_path, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_ENDPOINT=CLOSED
@@ -80,6 +81,7 @@ def test_offline_variables_fail_in_one_line(matrix_file, tmp_path):
     assert not (tmp_path / "my_tasks").exists()
 
 
+@pytest.mark.slow
 def test_no_network_without_the_variables_fails_fast_in_one_line(matrix_file, tmp_path):
     done, seconds = run_build(matrix_file, tmp_path, HF_ENDPOINT=CLOSED)
     check_one_line(done, "no network: 127.0.0.1 cannot be reached", "HF_DATASETS_OFFLINE=1")

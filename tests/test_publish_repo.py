@@ -200,6 +200,7 @@ def run_lmeval_cli(command: str, model: Path, monkeypatch: pytest.MonkeyPatch) -
     cli.execute(cli.parse_args())
 
 
+@pytest.mark.slow
 def test_card_commands_run_the_published_task_and_estimate_like_the_original(
     micro_task, hub: FakeHub, tiny_model: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
