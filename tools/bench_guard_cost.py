@@ -61,8 +61,6 @@ class Rebuilt:
 
     guarded: Any
     """The fitted guarded estimator, as the bundle saved it."""
-    sources: ResponseMatrix
-    """The source models' answers on the bundle's items."""
     held: ResponseMatrix
     """The held-out models' answers on the bundle's items."""
     held_truth: np.ndarray
@@ -71,6 +69,11 @@ class Rebuilt:
     source_truth: np.ndarray
     subset: Subset
     irt: ItemParams | None
+
+    @property
+    def sources(self) -> ResponseMatrix:
+        """The source models' answers on the bundle's items."""
+        return self.whole_source.select_items(self.subset.item_ids)
 
 
 def rebuilt_guard(job: tuple[str, str, str]) -> Rebuilt | None:
@@ -85,11 +88,9 @@ def rebuilt_guard(job: tuple[str, str, str]) -> Rebuilt | None:
     rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
-    items = bundle.item_ids
     return Rebuilt(
         estimator_from_state(bundle.estimator_state()),
-        source.select_items(items),
-        target.select_items(items),
+        target.select_items(bundle.item_ids),
         truth[rows[1]],
         source,
         truth[rows[0]],
@@ -103,12 +104,7 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
     rebuilt = rebuilt_guard(job)
     if rebuilt is None:
         return None
-    guarded, sources, held, held_truth = (
-        rebuilt.guarded,
-        rebuilt.sources,
-        rebuilt.held,
-        rebuilt.held_truth,
-    )
+    guarded, held, held_truth = rebuilt.guarded, rebuilt.held, rebuilt.held_truth
     key, recipe, _ = job
     inner_value = guarded.inner_.predict_rows(held.values, 0.9)[0]
     reading_se = guarded.reading_.locate(held.values, inner_value)[1]
@@ -118,7 +114,7 @@ def measure(job: tuple[str, str, str]) -> dict[str, Any] | None:
         for name, fitted in (("guarded", guarded), ("inner", guarded.inner_)):
             out[name] = interval_metrics(*fitted.estimate_matrix(held), held_truth)
     out["outside"] = guarded.outside_share(held.values)
-    out["sources_outside"] = guarded.outside_share(sources.values)
+    out["sources_outside"] = guarded.outside_share(rebuilt.sources.values)
     out["range"] = 100 * (guarded.top_ - guarded.bottom_)
     out["reading_se"] = float(100 * np.median(reading_se))
     return out

@@ -59,8 +59,6 @@ from lmeval_microbench.outside import (
 from lmeval_microbench.outside.guard import W_MIN
 from lmeval_microbench.outside.readings.base import se_floor
 from lmeval_microbench.outside.readings.checked import CheckedReading
-from lmeval_microbench.outside.readings.deshrunk import DeshrunkReading
-from lmeval_microbench.selection import SELECTORS
 
 LEVEL = 0.9
 Z90 = float(norm.ppf(0.95))
@@ -82,9 +80,9 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
         reading = guarded.reading_.read(answers, inner[0])
         located = guarded.reading_.locate(answers, inner[0])
         shipped = guarded.predict_rows(answers, LEVEL)[:3]
-        view = source_view(rebuilt)
-        deshrunk = DeshrunkReading().fit(view).read(answers, inner[0])
-        checked = CheckedReading().fit(view).read(answers, inner[0])
+        precise = CheckedReading().fit(source_view(rebuilt))
+        deshrunk = precise.deshrunk_.read(answers, inner[0])
+        checked = precise.read(answers, inner[0])
         reach = None if guarded.reach_ is None else guarded.reach_.read(answers, inner[0])
     if guarded.reading_name_ in LOCATED_BY_DESHRUNK and not np.allclose(located, deshrunk):
         raise AssertionError(f"{job[0]}: the refitted de-shrunk reading differs from the guard's")
@@ -113,15 +111,16 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
 
 
 def source_view(rebuilt: Rebuilt) -> SourceView:
-    """The view the rebuilt guard fitted its readings on (beside the inner estimator's
-    out-of-fold estimates on the sources), rebuilt from a refitted inner estimator."""
-    guarded = rebuilt.guarded
-    inner = make_estimator(guarded.inner).fit(
+    """The view the rebuilt guard fitted its readings on, beside a refitted inner estimator's
+    out-of-fold estimates on the fixed subset: the guard's own for the selections these cells
+    use, which do not read the sources' scores (a supervised one's guard reads cross-fitted
+    estimates that this refit does not make; :func:`guard_parts` checks the agreement)."""
+    inner = make_estimator(rebuilt.guarded.inner).fit(
         rebuilt.whole_source, rebuilt.subset, rebuilt.source_truth, irt=rebuilt.irt
     )
-    supervised = rebuilt.subset.method in SELECTORS and SELECTORS[rebuilt.subset.method].uses_target
-    oof = inner.oof_ if supervised else inner.fixed_oof_
-    return SourceView.build(rebuilt.whole_source, rebuilt.subset, rebuilt.source_truth, oof)
+    return SourceView.build(
+        rebuilt.whole_source, rebuilt.subset, rebuilt.source_truth, inner.fixed_oof_
+    )
 
 
 def _weights(parts: Parts, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
