@@ -54,6 +54,12 @@ def test_variants_recombine_the_guard_and_differ_where_they_should():
     # and the one beyond moves as before
     deshrunk = tool.located_by("located_deshrunk")(parts)
     assert deshrunk[0][0] == pytest.approx(0.45) and deshrunk[0][2] == pytest.approx(0.72)
+    # a move made whole at w = 0.5 reads the model placed beyond (w = 0.95) by the reading
+    # alone, where the shipped move keeps a twentieth of the inner estimate, and moves the
+    # one inside (w = 0.33) further than the shipped one
+    steep = tool.steep(0.5)(parts)
+    assert steep[0][1] == pytest.approx(0.58) and shipped[0][1] < 0.58
+    assert steep[0][0] > shipped[0][0] > 0.45
     scored = tool.score_cell(parts)
     assert set(scored) == {"key", "recipe", *tool.VARIANTS}
     assert scored["as shipped"]["coverage"] == pytest.approx(1.0)
