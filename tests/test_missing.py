@@ -159,6 +159,7 @@ def test_a_real_limit_run_is_no_longer_estimated_at_zero(shared_data):
         assert half.upper - half.lower > full.upper - full.lower
 
 
+@pytest.mark.slow
 def test_every_estimator_gives_the_same_estimates_after_its_state():
     """Whatever a fitted estimator was given after its fit (the build's floor, the choice's
     widening, the missing-answer inflation) must survive its saved state, for complete and

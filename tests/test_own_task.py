@@ -177,6 +177,7 @@ def requests_by_item(task_obj: Any, field: str) -> dict[str, list[tuple]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("task", "metric"), [("toy_mc", "acc_norm"), ("toy_wino", "acc"), ("toy_gen", None)]
 )

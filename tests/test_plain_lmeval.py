@@ -229,6 +229,7 @@ def test_backend_adds_the_pth_to_the_wheel_and_its_record(tmp_path: Path) -> Non
 # ----------------------------------------------------------------- this environment
 
 
+@pytest.mark.slow
 def test_current_install_carries_the_pth_and_lm_eval_sees_the_tasks() -> None:
     """The (editable) install of this checkout: ``TaskManager()`` alone finds task and group."""
     files = {str(f) for f in _installed().files or []}

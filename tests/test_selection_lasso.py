@@ -49,6 +49,7 @@ def test_selector_ranges_over_items_with_missing_scores():
     assert needs_cross_fit(make_selector("lasso"), source)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not V2.is_dir(), reason=f"needs the real MuSR matrix at {V2}")
 def test_lasso_items_beat_random_items_for_kridge_on_heldout_musr_models():
     import pandas as pd
