@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from tools_support import tools_module
 
+from lmeval_microbench.outside.guard import GuardBand
+
 
 def _parts(**changes):
     """Guard parts of three models above a source range of [0.40, 0.50] (whole benchmark)."""
@@ -28,6 +30,10 @@ def _parts(**changes):
         "guard_above": True,
         "floor": 0.0,
         "reach": None,
+        # the band above is the reading +- 2 se: fold errors of 2 standard errors
+        "guard_band": GuardBand(np.full(40, 2.0), np.full(40, 2.0)),
+        "below": np.zeros(3, bool),
+        "above_by": np.array([0.0, 0.08, 0.22]),
     }
     parts.update(changes)
     parts["shipped"] = tools_module("bench_guard_variants").as_shipped(parts)
@@ -77,6 +83,43 @@ def test_the_recombination_reaches_the_own_readings_spread_above_the_sources():
     # the third model's own reading lies far above: its upper edge reaches 0.90 + 1.645 * 0.01
     assert tool.as_shipped(parts)[2][2] == pytest.approx(0.90 + 1.645 * 0.01, abs=1e-3)
     assert tool.as_shipped(_parts())[2][2] < 0.8
+
+
+def test_reach_variants_drop_the_reach_where_the_guard_acted_or_everywhere():
+    tool = tools_module("bench_guard_variants")
+    parts = _parts(
+        reach=(np.array([0.47, 0.60, 0.90]), np.array([0.05, 0.05, 0.01])),
+        located=(np.array([0.45, 0.58, 0.72]), np.array([0.005, 0.05, 0.01])),
+    )
+    shipped = tool.as_shipped(parts)
+    # the third model is placed beyond (w near 1): the band spans it, the reach is dropped
+    assert tool.reach_inside(parts)[2][2] == pytest.approx(0.74)
+    assert tool.no_reach(parts)[2][2] == pytest.approx(0.74)
+    assert shipped[2][2] == pytest.approx(0.90 + 1.645 * 0.01, abs=1e-3)
+    # the first lies inside (w <= W_MIN) and its own reading's spread crosses the top: only
+    # the variant without any reach drops it
+    assert tool.shipped_weight(parts)[0] <= tool.W_MIN
+    assert shipped[2][0] == pytest.approx(0.47 + 1.645 * 0.05, abs=1e-3)
+    assert tool.reach_inside(parts)[2][0] == pytest.approx(shipped[2][0])
+    assert tool.no_reach(parts)[2][0] == pytest.approx(0.48)
+
+
+def test_least_quantile_above_moves_only_bands_that_the_floor_sized():
+    tool = tools_module("bench_guard_variants")
+    value, se = np.array([0.46, 0.58, 0.72]), np.array([0.05, 0.05, 0.01])
+    exact = GuardBand(np.zeros(40), np.zeros(40))  # the reading was exact on every fold
+    parts = _parts(guard_band=exact, band=(value - 0.5 * se, value + 0.5 * se))
+    shipped = tool.as_shipped(parts)
+    # the far model's upper edge is its band's: half a standard error above the reading as
+    # shipped, a whole one with the old floor, none without a floor
+    assert shipped[2][2] == pytest.approx(0.725)
+    assert tool.least_quantile_above(1.0)(parts)[2][2] == pytest.approx(0.73)
+    assert tool.least_quantile_above(0.0)(parts)[2][2] == pytest.approx(0.72)
+    assert np.allclose(tool.least_quantile_above(0.5)(parts), shipped)
+    # a band sized by its folds above the floor, or below the sources, stays
+    assert np.allclose(tool.least_quantile_above(1.0)(_parts()), tool.as_shipped(_parts()))
+    below = _parts(guard_band=exact, below=np.ones(3, bool))
+    assert np.allclose(tool.least_quantile_above(0.0)(below), tool.as_shipped(below))
 
 
 def test_a_recombination_that_differs_from_the_estimator_is_refused():

@@ -189,10 +189,16 @@ def test_guard_band_falls_back_to_a_widened_normal_quantile():
     assert band.quantile(0.9) == pytest.approx(np.linspace(0, 4, 40)[36])
 
 
-def test_guard_band_never_narrower_than_the_readings_own_standard_error():
-    """Folds where the reading was exact (errors 0) must not shrink its interval to nothing."""
-    assert GuardBand(np.zeros(40)).quantile(0.9) == pytest.approx(1.0)
-    assert GuardBand(np.full(40, 0.5)).quantile(0.8) == pytest.approx(1.0)
+def test_guard_band_never_narrower_than_a_share_of_the_readings_own_standard_error():
+    """Folds where the reading was exact (errors 0) must not shrink its interval to nothing:
+    one standard error below the sources, half of one above them."""
+    exact = GuardBand(np.zeros(40), np.zeros(40))
+    assert exact.quantile(0.9, below=True) == pytest.approx(1.0)
+    assert exact.quantile(0.9) == pytest.approx(0.5)
+    assert GuardBand(np.zeros(40)).quantile(0.9, below=True) == pytest.approx(1.0)
+    assert GuardBand(np.full(40, 0.3)).quantile(0.8) == pytest.approx(0.5)
+    assert GuardBand(np.full(40, 0.8), np.full(40, 0.8)).quantile(0.8) == pytest.approx(0.8)
+    assert GuardBand(np.full(40, 0.8), np.full(40, 0.8)).quantile(0.8, True) == pytest.approx(1.0)
     assert GuardBand(np.full(40, 1.5)).quantile(0.8) == pytest.approx(1.5)
 
 

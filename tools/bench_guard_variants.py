@@ -2,9 +2,9 @@
 
 The guard (``outside/guard.py``) moves a model's estimate from the inner regression towards an
 outside reading as far as that reading places the model beyond the sources, and widens its
-interval to span both. Five kinds of change to that rule come up again and again; this
-script measures them on the same fitted bundles, so a maintainer sees what each would do
-before touching the library:
+interval to span both. The changes to that rule that come up again and again are measured
+here on the same fitted bundles, so a maintainer sees what each would do before touching the
+library:
 
 - ``move: consistent``: move only as far as the reading and the inner estimate disagree beyond
   their own noise, ``(1 - (se_reading^2 + se_inner^2) / d^2)`` clipped to [0, 1] of the move
@@ -28,6 +28,16 @@ before touching the library:
 - ``interval: reading's band where w >= t``: the interval of a model the reading places
   outside with weight ``w`` at least ``t`` is the reading's band alone, not its span with the
   inner interval, which for such a model is biased towards the sources.
+- ``interval: reach only where w <= W_MIN`` and ``interval: no reach``: the upper edge reaches
+  the own-level reading's spread above the sources (``reached``) only for models the guard
+  left inside, or for none. Where the guard acted, its band already spans the reading, so the
+  reach looked like counting the same doubt twice; it is not what widens the strongest
+  fifth's intervals (v1: no change), and on whole benchmarks with 25-100 sources dropping it
+  put a cell at 0.73 (``bench/guard_variants.md``).
+- ``interval: least quantile t above``: the band above the sources at least ``t`` standard
+  errors of the reading either way (shipped: ``MIN_Q_ABOVE``, 0.5; 1 before). Where the
+  strongest models answer nearly every item alike, a reading exact on the folds got a band of
+  the floor alone.
 
 Each cell of ``bench/choice_rules.json`` whose chosen recipe is read with ``guarded`` is
 rebuilt on its sources (as ``bench_guard_cost.py`` does); the guard's parts are read for every
@@ -53,6 +63,7 @@ from scipy.stats import norm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_guard_cost import Rebuilt, group_of, rebuilt_guard, run_cells, write_report
 
+from lmeval_microbench._conformal import conformal_quantile
 from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.outside import (
     SourceView,
@@ -61,7 +72,7 @@ from lmeval_microbench.outside import (
     guarded_interval,
     reached,
 )
-from lmeval_microbench.outside.guard import W_MIN
+from lmeval_microbench.outside.guard import MIN_Q_ABOVE, W_MIN, GuardBand
 from lmeval_microbench.outside.readings.base import se_floor
 from lmeval_microbench.outside.readings.checked import CheckedReading
 
@@ -111,6 +122,9 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
         "guard_above": guarded.guard_above_,
         "floor": guarded.floor_,
         "reach": reach,
+        "guard_band": guarded.guard_band_,
+        "below": below,
+        "above_by": above_by,
         "shipped": shipped,
     }
 
@@ -139,11 +153,16 @@ def _weights(parts: Parts, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray |
 
 
 def _combine(
-    parts: Parts, weight: np.ndarray, below: np.ndarray | None, moving: np.ndarray | None = None
+    parts: Parts,
+    weight: np.ndarray,
+    below: np.ndarray | None,
+    moving: np.ndarray | None = None,
+    reach_where: np.ndarray | None = None,
 ) -> Interval:
     """The guard's estimate and interval; ``below``: the weight below the sources where only
     that side moves (the lower edge then reaches the floor), ``moving``: a weight that moves
-    the estimate in its stead (default: ``below``, else ``weight``)."""
+    the estimate in its stead (default: ``below``, else ``weight``), ``reach_where``: the
+    models whose upper edge may reach the own-level reading's spread (default: all)."""
     moving = below if moving is None else moving
     value, lower, upper = guarded_interval(
         parts["inner"], parts["reading"][0], parts["band"], weight, moving
@@ -151,7 +170,8 @@ def _combine(
     if below is not None and parts["floor"] is not None:
         lower = floored(lower, below, parts["floor"])
     if parts["reach"] is not None:
-        upper = reached(upper, parts["reach"], parts["top"])
+        reaching = reached(upper, parts["reach"], parts["top"])
+        upper = reaching if reach_where is None else np.where(reach_where, reaching, upper)
     return value, lower, upper
 
 
@@ -235,6 +255,39 @@ def band_alone(threshold: float) -> Callable[[Parts], Interval]:
     return variant
 
 
+def reach_inside(parts: Parts) -> Interval:
+    """The shipped rule, with the reach only where the guard did not act (weight up to
+    ``W_MIN``): where it acted the band already spans the reading."""
+    weight, below = _weights(parts, shipped_weight(parts))
+    return _combine(parts, weight, below, reach_where=weight <= W_MIN)
+
+
+def no_reach(parts: Parts) -> Interval:
+    """The shipped rule without the reach."""
+    weight, below = _weights(parts, shipped_weight(parts))
+    return _combine(parts, weight, below, reach_where=np.zeros(weight.shape, bool))
+
+
+def least_quantile_above(least: float) -> Callable[[Parts], Interval]:
+    """The shipped rule, with the band's least quantile ``least`` instead of
+    ``MIN_Q_ABOVE`` for models above the sources (below them it stays ``MIN_Q``)."""
+
+    def variant(parts: Parts) -> Interval:
+        band: GuardBand = parts["guard_band"]
+        found = conformal_quantile(band.residuals, LEVEL) if band.residuals.size else math.inf
+        if not parts["guard_above"] or not math.isfinite(found):
+            return as_shipped(parts)  # the band above is the inner one, or not from folds
+        lower, upper = parts["band"]
+        shipped_q, new_q = max(found, MIN_Q_ABOVE), max(found, least)
+        shrink = np.where(parts["below"], 0.0, (shipped_q - new_q) * parts["reading"][1])
+        return _combine(
+            {**parts, "band": (lower + shrink, upper - shrink)},
+            *_weights(parts, shipped_weight(parts)),
+        )
+
+    return variant
+
+
 VARIANTS: dict[str, Callable[[Parts], Interval]] = {
     "as shipped": as_shipped,
     "move: consistent": consistent,
@@ -245,6 +298,11 @@ VARIANTS: dict[str, Callable[[Parts], Interval]] = {
     "locate: checked": located_by("located_checked"),
     "interval: reading's band where w >= 0.9": band_alone(0.9),
     "interval: reading's band where w >= 0.99": band_alone(0.99),
+    "interval: reach only where w <= W_MIN": reach_inside,
+    "interval: no reach": no_reach,
+    "interval: least quantile 1 above": least_quantile_above(1.0),
+    "interval: least quantile 0.25 above": least_quantile_above(0.25),
+    "interval: least quantile 0 above": least_quantile_above(0.0),
 }
 
 

@@ -9,12 +9,17 @@ alone. The interval of a model with ``w`` above
 is the conformal quantile of the reading's scaled errors on the sources' own extrapolation
 folds (:mod:`.folds`): how wrong the reading was where the sources themselves extrapolate,
 upward folds for a model above the sources and downward ones for a model below them, but
-never below :data:`MIN_Q`. The folds reach a fifth of the sources beyond the rest, and a
-reading that was exact there (a subset of nearly every item, whose missing items every
-source answered alike) says nothing of a model further out: on HellaSwag's weakest fifth
-such a band gave intervals 2.7 points wide that held for 74 % of the models. A floor at the
-normal quantile (1.64) went too far the other way: where a reading's standard error is
-pessimistic it widened MMLU's strongest fifth at 50 items from 4.6 to 22 points.
+never below :data:`MIN_Q` below the sources and :data:`MIN_Q_ABOVE` above them. The folds
+reach a fifth of the sources beyond the rest, and a reading that was exact there (a subset of
+nearly every item, whose missing items every source answered alike) says nothing of a model
+further out: on HellaSwag's weakest fifth such a band gave intervals 2.7 points wide that held
+for 74 % of the models. A floor at the normal quantile (1.64) went too far the other way:
+where a reading's standard error is pessimistic it widened MMLU's strongest fifth at 50 items
+from 4.6 to 22 points. Above the sources a floor of one standard error was that pessimism:
+where the strongest models answer nearly every item alike (the Open LLM Leaderboard v1
+matrices of selected items), anchor points read them exactly (0.0-0.5 points of error) and
+the floor alone made their intervals 10-14 points wide at coverage 1.00
+(``bench/guard_variants.md``, ``interval: least quantile 1 above``).
 
 Where the estimate above the sources stays the inner one (a target that is not the matrix
 mean, :mod:`lmeval_microbench.estimators.guarded`), the band above is the inner estimator's
@@ -62,8 +67,16 @@ from .readings.base import se_floor
 W_MIN = 0.05
 """Below this outside weight a model counts as inside: its interval is the inner one."""
 MIN_Q = 1.0
-"""Least quantile of the scaled fold errors: an interval of at least one standard error of
-the reading either way, whatever the folds say (see the module)."""
+"""Least quantile of the scaled downward fold errors: below the sources an interval of at
+least one standard error of the reading either way, whatever the folds say (see the
+module)."""
+MIN_Q_ABOVE = 0.5
+"""Least quantile of the scaled upward fold errors. On the peer suite's 179 cells
+(``bench/guard_variants.md``) 1 -> 0.5 narrowed the v1 strongest fifth's intervals by 1.9
+points (all sources; 15.9 -> 14.0) at the same coverage (0.98, least cell 0.88) and moved
+nothing on the whole benchmarks, whose fold errors lie above 1; 0.25 and 0 narrowed them
+0.5-0.7 points more, also without a cell losing coverage, and are not taken: the floor is what
+stands for the models further out than the folds reach."""
 MIN_REACH = 0.01
 """One point: the least fold reach the inner band's growth beyond it is measured against."""
 FALLBACK_WIDEN = 1.5
@@ -96,12 +109,12 @@ class GuardBand:
     inner_reach: float = 0.0
 
     def quantile(self, level: float, below: bool = False) -> float:
-        """Conformal quantile of one side's fold errors, at least :data:`MIN_Q`; with too
-        few errors, the widened normal one."""
+        """Conformal quantile of one side's fold errors, at least :data:`MIN_Q` below and
+        :data:`MIN_Q_ABOVE` above; with too few errors, the widened normal one."""
         found = self.residuals if not below or self.below is None else self.below
         q = conformal_quantile(found, level) if found.size else math.inf
         if math.isfinite(q):
-            return max(q, MIN_Q)
+            return max(q, MIN_Q if below else MIN_Q_ABOVE)
         return FALLBACK_WIDEN * float(norm.ppf(0.5 + level / 2.0))
 
     def quantiles(self, level: float, below: np.ndarray) -> np.ndarray:
