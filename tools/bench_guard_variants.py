@@ -72,7 +72,7 @@ from lmeval_microbench.outside import (
     guarded_interval,
     reached,
 )
-from lmeval_microbench.outside.guard import MIN_Q_ABOVE, W_MIN, GuardBand
+from lmeval_microbench.outside.guard import W_MIN, GuardBand
 from lmeval_microbench.outside.readings.base import se_floor
 from lmeval_microbench.outside.readings.checked import CheckedReading
 
@@ -269,8 +269,8 @@ def no_reach(parts: Parts) -> Interval:
 
 
 def least_quantile_above(least: float) -> Callable[[Parts], Interval]:
-    """The shipped rule, with the band's least quantile ``least`` instead of
-    ``MIN_Q_ABOVE`` for models above the sources (below them it stays ``MIN_Q``)."""
+    """The shipped rule, with the band's least quantile ``least`` instead of the shipped one
+    (``MIN_Q_ABOVE``) for models above the sources (below them it stays ``MIN_Q``)."""
 
     def variant(parts: Parts) -> Interval:
         band: GuardBand = parts["guard_band"]
@@ -278,7 +278,8 @@ def least_quantile_above(least: float) -> Callable[[Parts], Interval]:
         if not parts["guard_above"] or not math.isfinite(found):
             return as_shipped(parts)  # the band above is the inner one, or not from folds
         lower, upper = parts["band"]
-        shipped_q, new_q = max(found, MIN_Q_ABOVE), max(found, least)
+        # the shipped quantile as the band computes it; the variant's from the same errors
+        shipped_q, new_q = band.quantile(LEVEL), max(found, least)
         shrink = np.where(parts["below"], 0.0, (shipped_q - new_q) * parts["reading"][1])
         return _combine(
             {**parts, "band": (lower + shrink, upper - shrink)},
