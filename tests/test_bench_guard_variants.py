@@ -34,6 +34,9 @@ def _parts(**changes):
         "guard_band": GuardBand(np.full(40, 2.0), np.full(40, 2.0)),
         "below": np.zeros(3, bool),
         "above_by": np.array([0.0, 0.08, 0.22]),
+        # every upward fold target covered with half its interval's side to spare
+        "fold_misses": np.full(20, 0.5),
+        "fold_reach": 0.1,
     }
     parts.update(changes)
     parts["shipped"] = tools_module("bench_guard_variants").as_shipped(parts)
@@ -67,7 +70,7 @@ def test_variants_recombine_the_guard_and_differ_where_they_should():
     assert steep[0][1] == pytest.approx(0.58) and shipped[0][1] < 0.58
     assert steep[0][0] > shipped[0][0] > 0.45
     scored = tool.score_cell(parts)
-    assert set(scored) == {"key", "recipe", *tool.VARIANTS}
+    assert set(scored) == {"key", "recipe", "fold_targets", *tool.VARIANTS}
     assert scored["as shipped"]["coverage"] == pytest.approx(1.0)
     rows = tool.summary([scored])
     assert {r["variant"] for r in rows} == set(tool.VARIANTS)
@@ -122,6 +125,43 @@ def test_least_quantile_above_moves_only_bands_that_the_floor_sized():
     assert np.allclose(tool.least_quantile_above(0.0)(below), tool.as_shipped(below))
 
 
+def test_side_misses_measure_the_truth_in_units_of_the_interval_side_towards_it():
+    tool = tools_module("bench_guard_variants")
+    interval = (np.array([0.5, 0.5, 0.5]), np.array([0.4, 0.4, 0.4]), np.array([0.7, 0.7, 0.7]))
+    missed = tool.side_misses(interval, np.array([0.6, 0.35, 0.5]))
+    assert missed == pytest.approx([0.5, 1.5, 0.0])
+
+
+def test_fold_calibrated_intervals_shrink_only_where_the_guard_acted_above():
+    tool = tools_module("bench_guard_variants")
+    parts = _parts()
+    value, lower, upper = tool.as_shipped(parts)
+    acted = tool.shipped_weight(parts) > tool.W_MIN
+    assert acted.all()  # all three lie possibly above the sources' [0.40, 0.50]
+    shrunk = tool.fold_calibrated()(parts)
+    # the folds' 90 % quantile of misses is 0.5: each acted-on interval half as wide
+    assert np.allclose(shrunk[0], value)
+    assert np.allclose((shrunk[2] - shrunk[1])[acted], 0.5 * (upper - lower)[acted])
+    # fold misses beyond 1 never widen the shrunk variant; too few fold targets keep it shipped
+    assert np.allclose(
+        tool.fold_calibrated()(_parts(fold_misses=np.full(20, 3.0))), (value, lower, upper)
+    )
+    assert np.allclose(
+        tool.fold_calibrated()(_parts(fold_misses=np.full(5, 0.5))), (value, lower, upper)
+    )
+    # the largest miss, not the 90 % quantile
+    misses = np.sort(np.r_[np.full(19, 0.5), 0.8])
+    largest = tool.fold_calibrated(level=1.0)(_parts(fold_misses=misses))
+    assert np.allclose((largest[2] - largest[1])[acted], 0.8 * (upper - lower)[acted])
+    # within the folds' reach only: the far model (0.22 above the sources) keeps its interval
+    near = tool.fold_calibrated(within_reach=True)(parts)
+    assert near[1][2] == pytest.approx(lower[2]) and near[2][2] == pytest.approx(upper[2])
+    assert near[2][1] - near[1][1] == pytest.approx(0.5 * (upper[1] - lower[1]))
+    # below the sources nothing shrinks
+    below = _parts(below=np.ones(3, bool))
+    assert np.allclose(tool.fold_calibrated()(below), tool.as_shipped(below))
+
+
 def test_a_recombination_that_differs_from_the_estimator_is_refused():
     tool = tools_module("bench_guard_variants")
     parts = _parts()
@@ -140,3 +180,5 @@ def test_parts_of_a_real_cell_recombine_to_the_estimators_output(shared_data):
     # and so does one that places models by the de-shrunk reading (the cell's is ``design``)
     assert scored["locate: de-shrunk"]["mae"] < scored["as shipped"]["mae"] - 0.3
     assert tool.measure(("mmlu/all/random/100/0", "anchor_points+anchor_sum", "x")) is None
+    # the upward folds' targets rebuilt: MuSR's 50 sources give two folds of 10 targets
+    assert 10 <= scored["fold_targets"] <= 20
