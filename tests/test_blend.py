@@ -165,6 +165,7 @@ def test_coverage_holds_for_models_like_and_beyond_ten_sources():
     assert np.mean(covered[1.0]) >= 0.85
 
 
+@pytest.mark.slow  # 11-25 s: the default run stays under 15 minutes
 def test_a_build_fits_the_blend_only_where_it_is_the_default_or_named():
     """It would fit guarded and similar a second time in every build."""
     source, _ = world(6, n_source=30)

@@ -686,6 +686,7 @@ save_bundle(new, target, items=items, overwrite=True)
 """
 
 
+@pytest.mark.slow  # 11-25 s: the default run stays under 15 minutes
 def test_a_killed_overwrite_leaves_a_bundle_or_an_explained_recoverable_state(
     tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame, source, subset, irt
 ) -> None:

@@ -31,6 +31,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "lmeval_microbench"
 
@@ -293,6 +295,7 @@ print(json.dumps(failed))
 """
 
 
+@pytest.mark.slow  # 11-25 s: the default run stays under 15 minutes
 def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
     """Each module imported with no module of ours loaded before it (one interpreter per half
     of the modules, both at once: the imports take most of a minute in one)."""
