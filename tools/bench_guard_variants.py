@@ -98,9 +98,9 @@ Z90 = float(norm.ppf(0.95))
 Parts = dict[str, Any]
 Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
 LOCATED_BY_DESHRUNK = ("checked", "deshrunk")
+"""Readings that already place models by the de-shrunk reading: the refitted one must agree."""
 MIN_FOLD_TARGETS = 10
 """Fewest upward fold targets the guard acted on that calibrate the fold-shrunk interval."""
-"""Readings that already place models by the de-shrunk reading: the refitted one must agree."""
 
 
 def guard_parts(job: tuple[str, str, str]) -> Parts | None:
@@ -123,10 +123,8 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
         fold_misses, fold_reach = upward_fold_misses(rebuilt, view)
     if guarded.reading_name_ in LOCATED_BY_DESHRUNK and not np.allclose(located, deshrunk):
         raise AssertionError(f"{job[0]}: the refitted de-shrunk reading differs from the guard's")
-    below = located[0] < 0.5 * (guarded.top_ + guarded.bottom_)
-    above_by = np.maximum(located[0] - guarded.top_, 0.0)
-    band = guarded.guard_band_.edges(
-        LEVEL, reading, inner[0], below, above_by, not guarded.guard_above_
+    below, above_by, band = band_parts(
+        guarded, reading, located, inner[0], (guarded.bottom_, guarded.top_)
     )
     return {
         "key": job[0],
@@ -152,6 +150,24 @@ def guard_parts(job: tuple[str, str, str]) -> Parts | None:
     }
 
 
+def band_parts(
+    guarded: Any,
+    reading: tuple[np.ndarray, np.ndarray],
+    located: tuple[np.ndarray, np.ndarray],
+    inner_value: np.ndarray,
+    source_range: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Which models lie towards the weakest of the sources' ``(bottom, top)``, how far above
+    the top each is placed, and the guard's band, as the estimator's ``_predict`` makes them."""
+    bottom, top = source_range
+    below = located[0] < 0.5 * (top + bottom)
+    above_by = np.maximum(located[0] - top, 0.0)
+    band = guarded.guard_band_.edges(
+        LEVEL, reading, inner_value, below, above_by, not guarded.guard_above_
+    )
+    return below, above_by, band
+
+
 def source_view(rebuilt: Rebuilt) -> SourceView:
     """The view the rebuilt guard fitted its readings on, beside a refitted inner estimator's
     out-of-fold estimates on the fixed subset: the guard's own for the selections these cells
@@ -171,8 +187,7 @@ def upward_fold_misses(rebuilt: Rebuilt, view: SourceView) -> tuple[np.ndarray, 
     placed the furthest of them: each fold's inner fit, reading and reach refitted on the fold's
     training models, as the build's own folds fit them (``outside/folds.py``)."""
     guarded = rebuilt.guarded
-    positions = rebuilt.whole_source.item_positions(rebuilt.subset.item_ids)
-    complete = ~np.isnan(rebuilt.whole_source.values[:, positions]).any(axis=1)
+    complete = ~np.isnan(rebuilt.sources.values).any(axis=1)  # the view's models
     ids = np.asarray(rebuilt.whole_source.model_ids)[complete]
     fit_fold = guarded._fold_fitter(
         rebuilt.whole_source.select_models(ids),
@@ -191,16 +206,8 @@ def upward_fold_misses(rebuilt: Rebuilt, view: SourceView) -> tuple[np.ndarray, 
         answers = view.values[test]
         located = reading.locate(answers, inner[0])
         top, bottom = float(fold.target.max()), float(fold.target.min())
-        below = located[0] < 0.5 * (top + bottom)
         reading_value = reading.read(answers, inner[0])
-        band = guarded.guard_band_.edges(
-            LEVEL,
-            reading_value,
-            inner[0],
-            below,
-            np.maximum(located[0] - top, 0.0),
-            not guarded.guard_above_,
-        )
+        below, above_by, band = band_parts(guarded, reading_value, located, inner[0], (bottom, top))
         own = OwnLevelReading().fit(fold).read(answers, inner[0])
         parts = {
             "inner": tuple(inner),
@@ -216,7 +223,7 @@ def upward_fold_misses(rebuilt: Rebuilt, view: SourceView) -> tuple[np.ndarray, 
         acted = (shipped_weight(parts) > W_MIN) & ~below
         missed = side_misses(as_shipped(parts), view.target[test])
         misses.append(missed[acted])
-        reach.append(np.maximum(located[0] - top, 0.0)[acted])
+        reach.append(above_by[acted])
     if not misses:
         return np.zeros(0), 0.0
     furthest = np.concatenate(reach)
@@ -380,13 +387,13 @@ def least_quantile_above(least: float) -> Callable[[Parts], Interval]:
 
 
 def fold_calibrated(
-    widen: bool = False, within_reach: bool = False, level: float = LEVEL
+    within_reach: bool = False, level: float = LEVEL
 ) -> Callable[[Parts], Interval]:
     """The shipped rule, with the interval of every model the guard acted on above the
     sources drawn towards the estimate by the conformal quantile at ``level`` of the upward
-    folds' misses (at most 1 unless ``widen``; 1 with fewer than ``MIN_FOLD_TARGETS`` of
-    them); with ``within_reach`` only for models placed no further above the sources than the
-    furthest fold target lay above its fold's training models."""
+    folds' misses (their largest at ``level`` 1; never widened; unchanged with fewer than
+    ``MIN_FOLD_TARGETS`` of them); with ``within_reach`` only for models placed no further
+    above the sources than the furthest fold target lay above its fold's training models."""
 
     def variant(parts: Parts) -> Interval:
         value, lower, upper = as_shipped(parts)
@@ -395,7 +402,7 @@ def fold_calibrated(
             found = 1.0
         else:
             found = float(misses[-1]) if level >= 1 else conformal_quantile(misses, level)
-        scale = found if widen and math.isfinite(found) else min(found, 1.0)
+        scale = min(found, 1.0)
         acted = (shipped_weight(parts) > W_MIN) & ~parts["below"]
         if within_reach:
             acted &= parts["above_by"] <= parts["fold_reach"]
