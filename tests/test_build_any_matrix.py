@@ -108,6 +108,7 @@ def test_what_cannot_work_is_refused_in_one_line(tmp_path, capsys, values, extra
     assert not (tmp_path / "bundle").exists()
 
 
+@pytest.mark.slow  # 9-17 s: the default run stays under 15 minutes
 def test_an_audit_is_recorded_in_the_bundle(tmp_path):
     assert build(tmp_path, matrix(), "--audit", "5") == 0
     bundle = load_bundle(tmp_path / "bundle")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.responses import ResponseMatrix
@@ -53,6 +54,7 @@ def notes(
     return [str(w.message) for w in caught if marker in str(w.message)]
 
 
+@pytest.mark.slow  # 12-24 s: the default run stays under 15 minutes
 def test_narrow_sources_get_the_note_and_wide_ones_do_not():
     narrow = notes(sources(0.15))
     assert len(narrow) == 1

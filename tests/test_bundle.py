@@ -1,22 +1,32 @@
-"""Bundle schema and folders: round trips, atomic writes, and every validation error."""
+"""Bundle schema and folders: round trips, versions, and every validation error."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from bundle_support import (
+    BUDGET,
+    CREATED,
+    N_ITEMS,
+    N_MODELS,
+    bundle,
+    irt,
+    items_frame,
+    make_bundle,
+    question,
+    rewrite,
+    saved,
+    sha,
+    source,
+    subset,
+)
 
 from lmeval_microbench import __version__
 from lmeval_microbench._io import canonical_json, sha256_bytes, sha256_file
@@ -26,130 +36,18 @@ from lmeval_microbench.bundle import (
     SCHEMA_VERSION,
     Bundle,
     BundleVersionWarning,
-    DatasetCoordinates,
-    MetricSpec,
     load_bundle,
     load_items,
     parse_hf_location,
     save_bundle,
     verify_items,
 )
-from lmeval_microbench.bundle import io as bundle_io
-from lmeval_microbench.bundle.integrity import seal
 from lmeval_microbench.errors import BundleError, InputError, ItemMismatchError
 from lmeval_microbench.irt.params import ItemParams
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset
 
-N_MODELS, N_ITEMS, BUDGET = 30, 40, 8
-CREATED = "2025-01-02T03:04:05Z"
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _question(item: str) -> str:
-    return f"What is the answer to question {item}?"
-
-
-@pytest.fixture
-def source() -> ResponseMatrix:
-    rng = np.random.default_rng(7)
-    item_ids = [f"bench.topic{k % 3}.{k}" for k in range(N_ITEMS)]
-    values = (rng.random((N_MODELS, N_ITEMS)) < rng.uniform(0.2, 0.9, N_ITEMS)).astype(float)
-    items = pd.DataFrame(
-        {"content_hash": [_sha(_question(i)) for i in item_ids]},
-        index=pd.Index(item_ids, name="item_id"),
-    )
-    return ResponseMatrix(
-        values, [f"org/model-{m}" for m in range(N_MODELS)], item_ids, items=items
-    )
-
-
-@pytest.fixture
-def subset(source: ResponseMatrix) -> Subset:
-    rng = np.random.default_rng(3)
-    chosen = rng.choice(N_ITEMS, size=BUDGET, replace=False)
-    weights = rng.uniform(0.5, 2.0, BUDGET)
-    ids = tuple(source.item_ids[k] for k in chosen)
-    return Subset(ids, weights / weights.sum(), "random", seed=3, info={"strata": ["topic0"]})
-
-
-@pytest.fixture
-def irt(source: ResponseMatrix) -> ItemParams:
-    rng = np.random.default_rng(11)
-    n = source.n_items
-    return ItemParams(
-        source.item_ids, rng.uniform(0.5, 2, n), rng.normal(size=n), np.zeros(n), np.ones(n)
-    )
-
-
-def make_bundle(
-    source: ResponseMatrix, subset: Subset, irt: ItemParams | None, **extra: Any
-) -> Bundle:
-    parts: dict[str, Any] = {
-        "name": "bench-8-random",
-        "benchmark": "bench",
-        "subset": subset,
-        "source": source,
-        "irt": irt,
-        "estimators": [
-            {"name": "weighted", "state": {}},
-            {"name": "pirt", "state": {"lambda": 0.25, "theta_grid": [-1.0, 0.0, 1.0]}},
-        ],
-        "default_estimator": "pirt",
-        "metric": MetricSpec("acc_norm", scale="percent"),
-        "dataset": DatasetCoordinates("allenai/ai2_arc", "ARC-Challenge", "test", "abc123"),
-        "reliability": {"mae": 0.0123, "coverage": {"90": 0.91}},
-        "created": CREATED,
-    }
-    parts.update(extra)
-    return Bundle.from_parts(**parts)
-
-
-@pytest.fixture
-def bundle(source: ResponseMatrix, subset: Subset, irt: ItemParams) -> Bundle:
-    return make_bundle(source, subset, irt)
-
-
-@pytest.fixture
-def items_frame(subset: Subset) -> pd.DataFrame:
-    ids = list(subset.item_ids)
-    return pd.DataFrame(
-        {
-            "item_id": ids[::-1],  # rows in another order than the subset: matched by id
-            "question": [_question(i) for i in ids[::-1]],
-            "choices": [["yes", "no", i] for i in ids[::-1]],
-        }
-    )
-
-
-@pytest.fixture
-def saved(tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame) -> Path:
-    return save_bundle(bundle, tmp_path / "bundle", items=items_frame)
-
-
-def rewrite(
-    folder: Path,
-    edit: Callable[[dict[str, Any]], None],
-    *,
-    reseal: bool = True,
-    files: dict[str, str] | None = None,
-) -> None:
-    """Edit bundle.json in place; with ``reseal`` its checksum is recomputed (schema tests).
-
-    ``files`` replaces the side-file hashes the new seal lists.
-    """
-    path = folder / BUNDLE_FILE
-    document = json.loads(path.read_text())
-    listed = document.pop("checksums")["files"]
-    edit(document)
-    if reseal:
-        document = seal(document, listed if files is None else files)
-    else:
-        document["checksums"] = json.loads(path.read_text())["checksums"]
-    path.write_text(json.dumps(document, indent=2))
+__all__ = ["bundle", "irt", "items_frame", "saved", "source", "subset"]  # fixtures, used by name
 
 
 # ---------------------------------------------------------------------------- round trips
@@ -177,7 +75,7 @@ def test_items_parquet_round_trip_in_subset_order(saved: Path, bundle: Bundle) -
     frame = load_items(saved)
     assert list(frame.index) == list(bundle.item_ids)
     first = bundle.item_ids[0]
-    assert frame.loc[first, "question"] == _question(first)
+    assert frame.loc[first, "question"] == question(first)
     assert list(frame.loc[first, "choices"]) == ["yes", "no", first]
     assert frame.loc[first, "content_hash"] == bundle.content_hashes[first]
 
@@ -198,7 +96,7 @@ def test_from_parts_records_provenance_and_hashes(
     assert prov.package_version == __version__ and prov.created == CREATED
     assert (bundle.budget, bundle.method, bundle.subset.seed) == (BUDGET, "random", 3)
     for item in subset.item_ids:
-        assert bundle.content_hashes[item] == _sha(_question(item))
+        assert bundle.content_hashes[item] == sha(question(item))
     payload = bundle.to_dict()
     assert payload["schema_version"] == SCHEMA_VERSION
     assert len(payload["irt"]["item_ids"]) == N_ITEMS  # all source items, not only the subset
@@ -220,72 +118,6 @@ def test_from_parts_rejects_subset_items_outside_the_source(
     other = Subset(("bench.nowhere.1", *subset.item_ids[1:]), subset.weights, "random")
     with pytest.raises(ItemMismatchError, match=r"bench\.nowhere\.1"):
         make_bundle(source, other, irt)
-
-
-# ---------------------------------------------------------------------------- atomic writes
-def test_refuses_to_overwrite_unless_asked(
-    saved: Path, bundle: Bundle, source, subset, irt
-) -> None:
-    with pytest.raises(BundleError, match="already exists; pass overwrite=True"):
-        save_bundle(bundle, saved)
-    renamed = make_bundle(source, subset, irt, name="renamed")
-    save_bundle(renamed, saved, overwrite=True)
-    assert load_bundle(saved).name == "renamed"
-    assert not (saved / ITEMS_FILE).exists()  # the old side file went with the old bundle
-
-
-def test_refuses_to_overwrite_a_folder_that_is_not_a_bundle(tmp_path: Path, bundle: Bundle) -> None:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    (folder / "thesis.tex").write_text("precious")
-    with pytest.raises(BundleError, match=r"non-empty folder that holds no bundle\.json"):
-        save_bundle(bundle, folder, overwrite=True)
-    assert (folder / "thesis.tex").read_text() == "precious"
-
-
-def _explode(*args: Any, **kwargs: Any) -> None:
-    raise RuntimeError("disk full")
-
-
-def test_failed_save_leaves_nothing_behind(
-    tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bundle_io, "_write_document", _explode)  # after items.parquet was written
-    with pytest.raises(RuntimeError, match="disk full"):
-        save_bundle(bundle, tmp_path / "new", items=items_frame)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_failed_overwrite_keeps_the_old_bundle(
-    saved: Path, source, subset, irt, items_frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    before = sorted(p.name for p in saved.parent.iterdir())
-    old = load_bundle(saved)
-    monkeypatch.setattr(bundle_io, "_write_document", _explode)
-    with pytest.raises(RuntimeError, match="disk full"):
-        save_bundle(make_bundle(source, subset, irt, name="new"), saved, overwrite=True)
-    assert sorted(p.name for p in saved.parent.iterdir()) == before
-    assert load_bundle(saved) == old
-    assert load_items(saved) is not None
-
-
-def test_a_failed_move_in_keeps_the_old_bundle_and_the_next_save_finishes_it(
-    saved: Path, source, subset, irt, items_frame, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    old = load_bundle(saved)
-
-    def failing_replace(src: Any, dst: Any) -> None:
-        raise OSError("rename failed")
-
-    monkeypatch.setattr(bundle_io.os, "replace", failing_replace)
-    new = make_bundle(source, subset, irt, name="new")
-    with pytest.raises(BundleError, match=r"cannot write the bundle \(rename failed\)"):
-        save_bundle(new, saved, items=items_frame.assign(question="reworded"), overwrite=True)
-    monkeypatch.undo()
-    assert load_bundle(saved) == old  # the switch to the new bundle.json never happened
-    save_bundle(make_bundle(source, subset, irt, name="third"), saved, overwrite=True)
-    assert load_bundle(saved).name == "third"
-    assert sorted(p.name for p in saved.iterdir()) == [BUNDLE_FILE]
 
 
 # ---------------------------------------------------------------------------- versions
@@ -525,7 +357,7 @@ def test_items_frame_must_match_the_subset(tmp_path: Path, bundle: Bundle, items
         BundleError, match=rf"lacks subset items \['{items_frame.item_id.iloc[0]}'\]"
     ):
         save_bundle(bundle, tmp_path / "b", items=short)
-    wrong = items_frame.assign(content_hash=_sha("something else"))
+    wrong = items_frame.assign(content_hash=sha("something else"))
     with pytest.raises(BundleError, match="content_hash disagrees with the bundle"):
         save_bundle(bundle, tmp_path / "b", items=wrong)
     assert not (tmp_path / "b").exists()
@@ -533,22 +365,22 @@ def test_items_frame_must_match_the_subset(tmp_path: Path, bundle: Bundle, items
 
 def test_verify_items_names_missing_and_changed_items(bundle: Bundle) -> None:
     docs = {item: bundle.content_hashes[item] for item in bundle.item_ids}
-    docs["bench.extra.999"] = _sha("not in the bundle")  # extra documents are fine
+    docs["bench.extra.999"] = sha("not in the bundle")  # extra documents are fine
     assert verify_items(bundle, docs) == ()
     gone, edited = bundle.item_ids[1], bundle.item_ids[5]
     del docs[gone]
-    docs[edited] = _sha("edited question")
+    docs[edited] = sha("edited question")
     with pytest.raises(ItemMismatchError, match="1 subset items are missing") as info:
         verify_items(bundle, docs)
     message = str(info.value)
     assert repr(gone) in message and repr(edited) in message
-    assert "changed content" in message and _sha("edited question") in message
+    assert "changed content" in message and sha("edited question") in message
 
 
 def test_verify_items_skips_unknown_hashes_with_a_warning(source, subset, irt) -> None:
     bare = ResponseMatrix(source.values, source.model_ids, source.item_ids)
     plain = make_bundle(bare, subset, irt)
-    docs = {item: _sha("anything") for item in subset.item_ids}
+    docs = {item: sha("anything") for item in subset.item_ids}
     with pytest.warns(UserWarning, match=f"{BUDGET} of {BUDGET} items have no content hash"):
         unchecked = verify_items(plain, docs)
     assert unchecked == subset.item_ids
@@ -586,7 +418,7 @@ def test_real_arc_bundle_round_trip_and_item_check(shared_data: Path, tmp_path: 
         columns=["metabench_idx", "question", "choices", "answerKey"],
     )
     docs["item_id"] = "arc." + docs["metabench_idx"].astype(str)
-    docs["content_hash"] = [_sha(q) for q in docs["question"]]
+    docs["content_hash"] = [sha(q) for q in docs["question"]]
     hashed = ResponseMatrix(
         matrix.values,
         matrix.model_ids,
@@ -608,118 +440,11 @@ def test_real_arc_bundle_round_trip_and_item_check(shared_data: Path, tmp_path: 
     assert load_bundle(folder) == real
     stored = load_items(folder)
     assert list(stored.index) == list(chosen)
-    run = {item: _sha(question) for item, question in stored["question"].items()}
+    run = {item: sha(question) for item, question in stored["question"].items()}
     assert verify_items(real, run) == ()
-    run[chosen[0]] = _sha(stored.loc[chosen[0], "question"] + " (reworded)")
+    run[chosen[0]] = sha(stored.loc[chosen[0], "question"] + " (reworded)")
     with pytest.raises(ItemMismatchError, match=rf"'{chosen[0]}' \(bundle"):
         verify_items(real, run)
-
-
-# ---------------------------------------------------------------------------- issue 8
-def test_overwrite_replaces_only_the_bundle_files(saved: Path, source, subset, irt) -> None:
-    (saved / "README.md").write_text("my notes")
-    (saved / ".git").mkdir()
-    (saved / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (saved / "notes").mkdir()
-    (saved / "notes" / "todo.txt").write_text("keep me")
-    save_bundle(make_bundle(source, subset, irt, name="renamed"), saved, overwrite=True)
-    assert load_bundle(saved).name == "renamed"
-    assert (saved / "README.md").read_text() == "my notes"
-    assert (saved / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
-    assert (saved / "notes" / "todo.txt").read_text() == "keep me"
-    # the old items.parquet went with the old bundle, and nothing was left behind
-    assert sorted(p.name for p in saved.iterdir()) == [".git", "README.md", BUNDLE_FILE, "notes"]
-    assert sorted(p.name for p in saved.parent.iterdir()) == [saved.name]
-
-
-def test_a_save_that_loses_the_race_for_a_new_folder_is_refused(
-    tmp_path: Path, bundle: Bundle, source, subset, irt, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "new"
-    winner = make_bundle(source, subset, irt, name="winner")
-    real_write = bundle_io._write_document
-
-    def another_process_finishes_first(document: Any, path: Path) -> None:
-        monkeypatch.setattr(bundle_io, "_write_document", real_write)
-        save_bundle(winner, target)
-        real_write(document, path)
-
-    monkeypatch.setattr(bundle_io, "_write_document", another_process_finishes_first)
-    with pytest.raises(BundleError, match=r"new: created by another process"):
-        save_bundle(bundle, target)
-    assert load_bundle(target).name == "winner"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
-
-
-def test_an_overwrite_waits_for_no_one_but_refuses_a_live_writer(saved: Path, bundle: Bundle):
-    pending = saved / ".microbench-pending"
-    pending.mkdir()
-    writer = {"pid": os.getpid(), "host": socket.gethostname()}
-    (pending / "writer.json").write_text(json.dumps(writer))
-    with pytest.raises(BundleError, match=rf"another process \(pid {os.getpid()}\) is writing"):
-        save_bundle(bundle, saved, overwrite=True)
-    assert load_bundle(saved) == bundle
-
-
-_KILLED_SAVE = """
-import os, sys
-from lmeval_microbench.bundle import load_bundle, load_items, save_bundle
-
-target, source, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
-new, items = load_bundle(source), load_items(source)
-calls = 0
-
-
-def dies_at_call(real):
-    def call(*args, **kwargs):
-        global calls
-        calls += 1
-        if calls == at:
-            os._exit(9)  # a kill: no cleanup, no finally
-        return real(*args, **kwargs)
-
-    return call
-
-
-os.rename, os.replace = dies_at_call(os.rename), dies_at_call(os.replace)
-save_bundle(new, target, items=items, overwrite=True)
-"""
-
-
-@pytest.mark.slow  # 11-25 s: the default run stays under 15 minutes
-def test_a_killed_overwrite_leaves_a_bundle_or_an_explained_recoverable_state(
-    tmp_path: Path, bundle: Bundle, items_frame: pd.DataFrame, source, subset, irt
-) -> None:
-    target = save_bundle(bundle, tmp_path / "target", items=items_frame)
-    changed = items_frame.assign(question="reworded")  # another items.parquet
-    new = save_bundle(make_bundle(source, subset, irt, name="new"), tmp_path / "new", items=changed)
-    script = tmp_path / "killed_save.py"
-    script.write_text(_KILLED_SAVE)
-    outcomes = []
-    for at in range(1, 20):
-        run = subprocess.run(
-            [sys.executable, str(script), str(target), str(new), str(at)],
-            capture_output=True,
-            text=True,
-        )
-        assert run.returncode in (0, 9), run.stderr
-        try:
-            found = load_bundle(target)
-            assert found.name in ("bench-8-random", "new")
-            assert load_items(target)["question"].iloc[0] in (
-                _question(found.item_ids[0]),
-                "reworded",
-            )
-            outcomes.append(found.name)
-        except BundleError as exc:  # a mix: explained, and the next save repairs it
-            assert "interrupted" in str(exc), str(exc)
-            outcomes.append("explained")
-        if run.returncode == 0:
-            break
-        save_bundle(bundle, target, items=items_frame, overwrite=True)
-        assert load_bundle(target) == bundle
-    assert outcomes[-1] == "new" and len(outcomes) >= 3  # killed at every rename on the way
-    assert sorted(p.name for p in target.iterdir()) == [BUNDLE_FILE, ITEMS_FILE]
 
 
 def test_an_items_parquet_the_checksums_do_not_list_is_refused(
@@ -817,26 +542,6 @@ def test_creation_time_honours_source_date_epoch(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     with pytest.raises(InputError, match="SOURCE_DATE_EPOCH"):
         make_bundle(source, subset, irt, created=None)
-
-
-def test_ctrl_c_during_the_renames_takes_effect_after_them() -> None:
-    import signal
-
-    from lmeval_microbench.bundle._commit import deferred_signals
-
-    # A process started in the background by a non-interactive shell inherits SIGINT ignored;
-    # the test is about Python's usual Ctrl-C handler, so it installs that one for itself.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        done = []
-        with pytest.raises(KeyboardInterrupt):
-            with deferred_signals():
-                signal.raise_signal(signal.SIGINT)
-                done.append("the renames finished")
-        assert done == ["the renames finished"]
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    finally:
-        signal.signal(signal.SIGINT, inherited)
 
 
 def test_text_that_is_not_unicode_is_a_bundle_error(saved: Path) -> None:

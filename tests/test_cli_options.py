@@ -14,16 +14,16 @@ import warnings
 
 import numpy as np
 import pytest
-import test_reconstruct
-from test_reconstruct import BUDGET, run_of
+import reconstruct_support
+from reconstruct_support import BUDGET, run_of
 
 from lmeval_microbench.cli import _options
 from lmeval_microbench.cli.app import main, make_parser
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import ReconstructionWarning
 
-toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
-suite = test_reconstruct.suite
+toys = reconstruct_support.toys  # fixtures: two toy bundles and their task suite
+suite = reconstruct_support.suite
 
 PASS_THROUGH = {"eval"}
 """Commands whose arguments are all lm-eval's (parsed by lm-eval itself)."""
@@ -220,7 +220,7 @@ def test_the_old_spellings_are_gone_and_refused_in_one_line(small_matrix, argv, 
 def toy_matrix(toy, folder, models: dict[str, int]):
     """The toy bundle's items answered by each model as ``run_of`` would (by seed)."""
     bundle, _ = toy
-    rows = [list(test_reconstruct.pattern(bundle, seed).values()) for seed in models.values()]
+    rows = [list(reconstruct_support.pattern(bundle, seed).values()) for seed in models.values()]
     matrix = ResponseMatrix(np.array(rows), list(models), list(bundle.item_ids))
     path = folder / "toy.parquet"
     matrix.to_parquet(path)
@@ -249,7 +249,7 @@ def test_estimate_reads_lmeval_output_as_reconstruct_does(tmp_path, suite, toys,
     assert "| org/m1 |" in target.with_suffix(".md").read_text()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReconstructionWarning)
-        expected = test_reconstruct.reconstruct(out, bundles=[suite], shipped=False)
+        expected = reconstruct_support.reconstruct(out, bundles=[suite], shipped=False)
     by_model = {e.model: e for e in expected.estimates if e.benchmark == "toya"}
     assert sorted(r["model"] for r in records) == sorted(seeds)
     for record in records:
@@ -273,7 +273,7 @@ def test_estimate_reads_lmeval_output_as_reconstruct_does(tmp_path, suite, toys,
 def test_estimate_of_missing_items_from_a_run_is_nan_with_a_warning(tmp_path, suite, toys, capsys):
     bundle, docs = toys["toya"]
     kept = list(bundle.item_ids)[:4]
-    test_reconstruct.write_run(
+    reconstruct_support.write_run(
         tmp_path / "out", "m", "microbench_toya", [docs[i] for i in kept], [1.0, 0, 1, 0]
     )
     argv = ["estimate", str(suite / "toya"), "--responses", str(tmp_path / "out"), "--quiet"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_reconstruct
-from test_reconstruct import run_of, write_run
+import reconstruct_support
+from reconstruct_support import run_of, write_run
 
 from lmeval_microbench.cli.app import main
 from lmeval_microbench.curve import (
@@ -29,8 +29,8 @@ from lmeval_microbench.curve.statistics import isotonic_increasing, monotone_fit
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.runs import ReconstructionWarning
 
-toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
-suite = test_reconstruct.suite
+toys = reconstruct_support.toys  # fixtures: two toy bundles and their task suite
+suite = reconstruct_support.suite
 
 
 # ---------------------------------------------------------------------------- ordering
@@ -169,7 +169,7 @@ def test_false_calls_and_false_signs_stay_at_their_level():
 
 
 # ---------------------------------------------------------------------------- command
-TIMES = {"toya": test_reconstruct.TS, "toyb": "2025-01-02T00-00-00.000001"}
+TIMES = {"toya": reconstruct_support.TS, "toyb": "2025-01-02T00-00-00.000001"}
 """One lm-eval invocation per benchmark: each run has its own results json."""
 
 
@@ -194,7 +194,7 @@ def test_curve_orders_checkpoints_and_matches_reconstruct(tmp_path, suite, toys)
     report = trace(paths, suite, step_regex=r"step(\d+)")
     assert [r.step for r in report.runs] == [100, 200, 300]
     assert [c.benchmark for c in report.curves] == ["toya", "toyb"]
-    recon = test_reconstruct.reconstruct([str(p) for p in paths], bundles=[suite], shipped=False)
+    recon = reconstruct_support.reconstruct([str(p) for p in paths], bundles=[suite], shipped=False)
     for curve in report.curves:
         assert len(curve.points) == 3 and set(curve.steps) == {"raw", "ability", "estimate"}
         for point in curve.points:

@@ -295,7 +295,12 @@ def test_state_of_another_estimator_is_refused(fits: dict) -> None:
         ESTIMATORS["anchor"].from_state(fits["mean"].state_dict())
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "name",
+    # blend refits its members: 25-47 s, so it runs with the slow tests (the default run stays
+    # under 15 minutes)
+    [pytest.param(n, marks=pytest.mark.slow) if n == "blend" else n for n in NAMES],
+)
 def test_fit_uses_only_the_source_models(name: str, world: dict, fits: dict) -> None:
     """Scrambled held-out rows change neither the fit nor the other models' estimates."""
     matrix = world["matrix"]

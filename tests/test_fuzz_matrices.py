@@ -20,6 +20,7 @@ import fuzz_support
 import numpy as np
 import pandas as pd
 import pytest
+from fuzz_runs_support import sample_lines
 from fuzz_support import (
     CASES,
     DEEP_LEVELS,
@@ -64,7 +65,6 @@ from test_fuzz_runs import (
     HOOK_MODELS,
     hook_results,
     reconstruct_numbers,
-    sample_lines,
     write_hook_runs,
 )
 

@@ -24,9 +24,10 @@ from typing import Any
 import fuzz_support as fs
 import numpy as np
 import pytest
+from fuzz_runs_support import SAMPLE_FIELDS, results_fields
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fuzz_runs import SAMPLE_FIELDS, hook_lines, hook_results, results_fields
+from test_fuzz_runs import hook_lines, hook_results
 
 from lmeval_microbench._json import strict_json
 from lmeval_microbench.cli import rank as rank_cli

@@ -14,9 +14,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-import test_reconstruct
+import reconstruct_support
 import yaml
-from test_reconstruct import TS, run_of
+from reconstruct_support import TS, run_of
 
 from lmeval_microbench.cli._warnings import one_line_warnings
 from lmeval_microbench.cli.demo import TABLE_NOTE
@@ -25,8 +25,8 @@ from lmeval_microbench.harness import OPENLLM_V1_TASKS, include_path
 from lmeval_microbench.harness.estimates import logged_warnings
 from lmeval_microbench.runs import UNIT, ReconstructionWarning, note, reconstruct_runs
 
-toys = test_reconstruct.toys  # fixtures: two toy bundles and their task suite
-suite = test_reconstruct.suite
+toys = reconstruct_support.toys  # fixtures: two toy bundles and their task suite
+suite = reconstruct_support.suite
 
 SUITE = include_path() / "openllm_v1"
 CUSTOM_KWARGS = "Custom kwargs can be passed to `--metadata`"
@@ -102,7 +102,7 @@ def test_a_shipped_task_loads_without_the_custom_kwargs_advice(lm_eval_log, tmp_
     text = (suite / "microbench_toya.yaml").read_text()
     (suite / "control.yaml").write_text(text.replace("task: microbench_toya", "task: control_x"))
     loaded = TaskManager(include_path=str(suite), include_defaults=False).load(["control_x"])
-    assert len(loaded["tasks"]["control_x"].eval_docs) == test_reconstruct.BUDGET
+    assert len(loaded["tasks"]["control_x"].eval_docs) == reconstruct_support.BUDGET
     advice = [r.getMessage() for r in lm_eval_log if CUSTOM_KWARGS in r.getMessage()]
     assert advice and all(m.startswith("control_x:") for m in advice)
 

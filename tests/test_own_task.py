@@ -270,6 +270,7 @@ def test_mutual_information_requests_are_not_taken_for_choices(originals, tmp_pa
         assert doc["context"] == plain.docs[item]["context"] and len(doc["options"]) == 4
 
 
+@pytest.mark.slow  # 12-20 s: the default run stays under 15 minutes
 def test_unknown_task_and_groups_are_clear_errors(tmp_path):
     with pytest.raises(InputError, match="task YAML not found"):
         load_task(str(tmp_path / "nope.yaml"))

@@ -17,8 +17,8 @@ import uuid
 
 import numpy as np
 import pytest
+import reconstruct_support
 import test_harness
-import test_reconstruct
 
 from lmeval_microbench._io import canonical_json, sha256_bytes
 from lmeval_microbench.build import build_bundle
@@ -309,7 +309,7 @@ def test_reconstruct_marks_flagged_estimates_in_json_and_table(bundle, tmp_path)
     docs = [test_harness.toy_doc(item, k, bundle.name) for k, item in enumerate(bundle.item_ids)]
     write_task(tmp_path / "suite", spec, bundle, docs)
     randoms = random_responders(bundle, 1, seed=3).values[0].tolist()
-    test_reconstruct.write_run(tmp_path / "out", "random", "microbench_toy", docs, randoms)
+    reconstruct_support.write_run(tmp_path / "out", "random", "microbench_toy", docs, randoms)
     with pytest.warns(ReconstructionWarning, match=r"model 'random', bundle .*person fit"):
         result = reconstruct_runs(
             tmp_path / "out", bundles=[tmp_path / "suite"], shipped=False, progress=False

@@ -39,7 +39,7 @@ from lmeval_microbench.publish.upload import STALE_PATTERNS
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 
-from test_bundle import (  # noqa: E402  (fixtures shared with the bundle tests)
+from bundle_support import (  # noqa: E402  (fixtures shared with the bundle tests)
     bundle,
     irt,
     items_frame,
