@@ -3,7 +3,7 @@
 Each benchmark's task spec, dataset and shots (:data:`BENCHMARKS`), and every matrix item
 turned into the document the shipped task runs on: the full prompt exactly as the leaderboard
 rendered it, checked against ``prompts/items-{bm}-B.csv`` (:func:`build_docs`). Used by
-``tools/build_openllm_v1.py`` and ``tools/build_pools.py``.
+``tools/build_openllm_v1.py`` (and through it by ``tools/build_pools.py``).
 """
 
 from __future__ import annotations
