@@ -46,3 +46,25 @@ def test_ours_from_an_earlier_report_only_when_asked_and_said(shared_data, tmp_p
     cache = tool.Cache(tmp_path / "empty-cache")
     rows = tool.collect(cells, [*tool.OURS, *tool.PEERS], shared_data, cache, 1000, kept)
     assert rows[0]["methods"] == {"ours": ours} and rows[0]["from_earlier"] == ["ours"]
+
+
+def test_the_tiers_say_which_cells_each_method_runs():
+    """Fast peers and ours everywhere; the medium tier on the whole current benchmarks' seeds
+    0-2 only (the report compares methods on the seeds every one of them ran)."""
+    tool = tools_module("bench_peers")
+    cell = tool.Cell("musr", "all", "random", 50, 2)
+    assert tool.runs_method("lasso", cell) and tool.runs_method("pca", cell)
+    assert not tool.runs_method("lasso", tool.Cell("arc", "all", "random", 50, 0))
+    assert not tool.runs_method("lasso", tool.Cell("musr", "all", "random", 50, 3))
+    assert not tool.runs_method("lasso", tool.Cell("musr", "all", "weak", 50, 0))
+    assert tool.runs_method("pca", tool.Cell("arc", "all", "weak", 50, 5))
+    assert tool.runs_method("ours", tool.Cell("psn_bbh", "all", "random", 10, 9))
+
+
+def test_the_report_says_where_each_tier_ran():
+    report = tools_module("peers_report")
+    info = {"tier_cells": tools_module("bench_peers").TIER_CELLS}
+    assert report.tier_cells(info).startswith(" (fast: every cell; medium: the v2 matrices")
+    assert report.tier_cells({}) == ""  # an earlier run's info, written before tiers were
+    kept = report.kept_for({"ours_inside": ["arc", "musr"], "ours": ["psn_bbh"]})
+    assert kept == "`ours_inside` on arc, musr; `ours` on psn_bbh"

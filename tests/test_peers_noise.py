@@ -64,3 +64,26 @@ def test_each_method_is_held_to_the_best_of_all_the_others():
     rest = tool.level_with_the_rest(tools_module("peers_report").cases(rows))
     assert rest["aipw"] == (2, 2) and rest["ours"] == (2, 1)
     assert rest["random_sampling"] == (2, 0) and "ours_inside" not in rest
+
+
+def test_the_report_says_how_many_seeds_each_family_rests_on():
+    """The standard errors are only as good as the seeds behind them, so the report counts
+    them per family from the records instead of stating a fixed number."""
+    tool = tools_module("peers_noise")
+    v2 = [dict(_row(s, 2.0, 2.0), matrix="musr") for s in range(3)]
+    v1 = [dict(_row(s, 2.0, 2.0, budget=b), matrix="arc") for s in range(3) for b in (25, 50)]
+    v1 = [r for r in v1 if not (r["budget"] == 25 and r["seed"] == 2)]  # one case with 2
+    records = tool.target_cases(v2 + v1)
+    expected = "3 on OLL v2 (IFEval, MuSR), 2-3 on OLL v1 (six matrices)"
+    assert tool.seeds_sentence(records) == expected
+
+
+def test_each_seed_is_set_against_the_best_peer_of_the_pooled_seeds():
+    """aipw is the case's best peer over both seeds (2.0); on seed 1 ours is level with it
+    and on seed 0 a point behind, so one of two seeds counts as within."""
+    tool = tools_module("peers_noise")
+    rows = [dict(_row(0, 3.0, 2.0), matrix="arc"), dict(_row(1, 2.0, 2.0), matrix="arc")]
+    lines = tool.per_seed_lines(rows, tool.target_cases(rows))
+    assert "| 0 | 1 | 0 | 3.00 | 2.00 |" in lines and "| 1 | 1 | 1 | 2.00 | 2.00 |" in lines
+    psn = [dict(r, matrix="psn_bbh") for r in rows]  # ten seeds of two models: left out
+    assert len(tool.per_seed_lines(psn, tool.target_cases(psn))) == 2

@@ -287,6 +287,19 @@ def inside_lines(table: dict) -> list[str]:
     return [*lines, ""]
 
 
+def kept_for(found: dict[str, list[str]]) -> str:
+    """Where each of our methods came from an earlier run, e.g. `ours_inside` on arc, musr."""
+    return "; ".join(f"`{method}` on {', '.join(matrices)}" for method, matrices in found.items())
+
+
+def tier_cells(info: dict[str, Any]) -> str:
+    """`` (fast: every cell; ...)``: where each tier ran, when the run's info says so."""
+    found = info.get("tier_cells")
+    if not found:
+        return ""
+    return " (" + "; ".join(f"{tier}: {cells}" for tier, cells in found.items()) + ")"
+
+
 def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table = cases(rows)
@@ -306,9 +319,9 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) ->
             else ""
         )
         + (
-            f" Our methods' metrics of {', '.join(info['ours_kept_for'])} are also those of "
-            f"`{info['ours_metrics_from']}` (`--ours-metrics`: the change rerun here cannot "
-            "reach those cells)."
+            f" Our methods' metrics of the cells the cache lacked are also those of "
+            f"`{info['ours_metrics_from']}` (`--ours-metrics`: cells a change rerun here cannot "
+            f"reach, or the seeds of an earlier run): {kept_for(info['ours_kept_for'])}."
             if info.get("ours_kept_for")
             else ""
         ),
@@ -318,7 +331,9 @@ def write_report(rows: list[dict[str, Any]], info: dict[str, Any], out: Path) ->
         f"benchmark). v1 'all' populations hold at most {info['v1_all']} source models. "
         "MAE in points, averaged over seeds; `ours` = `microbench build` with its defaults "
         "then `microbench estimate`; `cov`/`width`: its 90 % interval; ✗: more than "
-        f"{MARGIN} points above the best peer of the case. Peer tiers: {info['peers']}.",
+        f"{MARGIN} points above the best peer of the case. Peer tiers: {info['peers']}"
+        + tier_cells(info)
+        + ".",
         "",
         *summary_lines(found),
         "",
