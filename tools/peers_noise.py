@@ -171,18 +171,19 @@ def per_seed_lines(rows: list[dict[str, Any]], records: list[dict[str, Any]]) ->
     (chosen on the seeds pooled, as everywhere here) on that seed alone: how many are within
     the margin, and the mean MAEs. A seed drawn after the defaults were set on the others
     shows how much of their lead was fitted to those seeds."""
-    mae = {
-        (case_key(row), row["seed"]): {m: v.get("mae", math.nan) for m, v in row["methods"].items()}
-        for row in with_ours_seeds(rows)
-    }
+    by_case: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for row in with_ours_seeds(rows):
+        by_case[case_key(row)][row["seed"]] = row["methods"]
     found: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for record in records:
         if record["matrix"] in PSN:
             continue
         case = (record["matrix"], "all", record["protocol"], record["budget"])
-        for (key, seed), methods in mae.items():
-            pair = (methods.get(OURS, math.nan), methods.get(record["best_peer"], math.nan))
-            if key == case and all(map(math.isfinite, pair)):
+        for seed, methods in by_case[case].items():
+            pair = tuple(
+                methods.get(m, {}).get("mae", math.nan) for m in (OURS, record["best_peer"])
+            )
+            if all(map(math.isfinite, pair)):
                 found[seed].append(pair)
     lines = [
         "| seed (v1 and v2) | target cases | within best peer + 0.1 | mean MAE ours | "
