@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tools_support import tools_module
 
@@ -39,3 +41,34 @@ def test_lasso_with_an_audit_is_placed_by_the_deshrunk_reading(shared_data, monk
     assert summary["audit_read"] == 1 and summary["ours_mae"] is None
     info = {"command": "x", "minutes": 0, "load_average": [0, 0], "seeds": "1"}
     assert "| musr | random | lasso 30 % |" in tool.markdown(entries, tool.summary(entries), info)
+
+
+def test_audit_read_sets_each_protocols_runs_beside_their_aipw_placement(tmp_path):
+    """Only runs whose guard read ``audit`` count; ``--report-only`` rebuilds the report from
+    the JSON's runs and says it was re-rendered."""
+    tool = tools_module("bench_audit_split")
+
+    def run(protocol, reading, mae, before=None):
+        row = {"key": f"musr/all/{protocol}/25/0", "case": ["musr", protocol, 25],
+               "method": "lasso", "share": 0.3, "reading": reading, "mae": mae,
+               "coverage": 0.9, "width": 10.0}  # fmt: skip
+        if before is not None:
+            row["aipw_placed"] = {"mae": before, "coverage": 1.0}
+        return row
+
+    rows = [run("random", "audit", 2.0, 4.0), run("random", "checked", 9.0)]
+    rows.append(run("extrapolation", "audit", 5.0, 5.0))
+    read = tool.audit_read(rows)
+    assert read["random"]["runs"] == 1 and read["all"]["runs"] == 2
+    assert read["random"]["aipw_placed_mae"] == pytest.approx(4.0)
+    assert read["all"]["mae"] == pytest.approx(3.5) and read["all"]["least_coverage"] == 0.9
+    info = {"command": "python tools/bench_audit_split.py --jobs 2", "minutes": 1.0,
+            "load_average": [0.5, 1.0], "seeds": "0"}  # fmt: skip
+    (tmp_path / "audit_split.json").write_text(json.dumps({"info": info, "cells": rows}))
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps({"cells": []}))
+    args = ["--report-only", "--out", str(tmp_path), "--peers", str(peers)]
+    assert tool.main(args) == 0
+    text = (tmp_path / "audit_split.md").read_text()
+    assert "re-rendered from its JSON by `python tools/bench_audit_split.py --report-only" in text
+    assert "| random | 1 | 2.00 | 4.00 |" in text

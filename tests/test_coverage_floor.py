@@ -42,3 +42,21 @@ def test_tally_counts_random_cells_of_ours_per_family_and_population(tmp_path):
     assert groups["v2, 25 sources"]["cells"] == 2 and groups["v2, 25 sources"]["below"] == 1
     assert groups["v1, all sources"]["above"] == 1
     assert 0 < groups["v2, 25 sources"]["expected_below"] < 1
+
+
+def test_beyond_tally_counts_cells_outside_the_sources_with_their_widths(tmp_path):
+    """Strongest and weakest fifths apart, per group; widths beside that group's random ones."""
+    tool = tools_module("coverage_floor")
+
+    def cell(protocol, coverage, width):
+        return {"matrix": "musr", "population": "all", "protocol": protocol, "n_targets": 70,
+                "methods": {"ours": {"coverage": coverage, "width": width}}}  # fmt: skip
+
+    cells = [cell("random", 0.9, 10.0), cell("extrapolation", 1.0, 30.0)]
+    cells += [cell("extrapolation", 0.8, 20.0), cell("weak", 0.9, 12.0)]
+    beyond = {(g["protocol"], g["group"]): g for g in tool.beyond_tally(cells)}
+    assert set(beyond) == {("extrapolation", "v2, all sources"), ("weak", "v2, all sources")}
+    up = beyond[("extrapolation", "v2, all sources")]
+    assert (up["cells"], up["below"], up["above"]) == (2, 1, 1)
+    assert up["mean_width"] == pytest.approx(25.0) and up["random_width"] == pytest.approx(10.0)
+    assert tool.beyond_tally([cell("weak", 0.9, 12.0)])[0]["random_width"] is None

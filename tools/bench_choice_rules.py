@@ -1,7 +1,7 @@
 """How well ``--method auto``'s rule picks among its candidates: bench/choice_rules.*.
 
-On the peer suite's splits (:mod:`bench_peers`: seeds 0 and 1 of the Open LLM Leaderboard v1
-and v2 matrices; random and strongest-fifth held out; all source models at 25, 50 and 100
+On the peer suite's splits (:mod:`bench_peers`: seeds 0, 1 and 2 of the Open LLM Leaderboard
+v1 and v2 matrices; random and strongest-fifth held out; all source models at 25, 50 and 100
 items, and 25, 50 or 100 source models at 50 items), ``choose_recipe`` runs as ``microbench
 build`` runs it, and then *every* candidate it scored is built (``build --method M
 --estimator E``, same seed, so the same items the choice's own build would take) and
@@ -15,7 +15,12 @@ the one the code applies:
 - ``lowest``: the lowest inner-CV score outright (ties to the floor), the rule now;
 - ``oracle``: the candidate that erred least on the held-out models, a bound no rule can
   reach (it looks at the answer);
+- :data:`VARIANTS`: the lowest of another score (the worse of the two kinds of fold, one
+  kind alone, extrapolation counted twice, each kind relative to its best);
 - each candidate on its own.
+
+Seeds 0 and 1 were the splits on which ``lowest`` was chosen; seed 2 was drawn later, and the
+report's per-seed table shows each rule on it apart.
 
 Intervals are the estimators' own, before the factor the choice's folds add
 (``auto/widen.py``), so coverage here is that of the unwidened band. The psn blocks are left
@@ -23,7 +28,7 @@ out: with 10 source models the choice falls back to the floor without scoring ca
 The last table sets the rules beside benchpred's best method of each target case (population
 all, budgets 25/50/100), read from ``bench/peers.json``.
 
-    python tools/bench_choice_rules.py --jobs 2      # about 15 minutes on 2 idle cores
+    python tools/bench_choice_rules.py --jobs 2      # about 25 minutes on 2 idle cores
 
 ``--paired balanced+similar`` adds a candidate to the choice's paired candidates
 (``auto.choice.PAIRED_CANDIDATES``, where a new one would join; a method not among the
@@ -33,6 +38,11 @@ names the report, so a candidate can be tried before the code adopts it:
 
     python tools/bench_choice_rules.py --jobs 2 --paired balanced+similar \
         --stem choice_rules_similar
+
+The committed ``choice_rules_similar`` and ``choice_rules_lasso`` reports ran on seeds 0 and 1,
+the default then (``--seeds 0,1`` repeats them), and ``choice_rules_before_seed2`` is this
+report on those seeds before seed 2 was added. ``--report-only`` re-renders a report from its
+JSON (a new rule here, a new ``bench/peers.json``) without measuring anything.
 """
 
 from __future__ import annotations
@@ -77,17 +87,23 @@ from lmeval_microbench.estimators import estimator_from_state
 REPO = Path(__file__).resolve().parents[1]
 PAIRED = auto_choice.PAIRED_CANDIDATES
 DEFAULT_METHODS = auto_choice.DEFAULT_METHODS
-SEEDS = (0, 1)
+SEEDS = (0, 1, 2)
+"""Seeds 0 and 1 were the splits the rule was chosen on (2026-11-27); seed 2 was drawn after,
+so its row of the per-seed table is the held-out check of that choice."""
 BUDGETS = (25, 50, 100)
 MARGIN = 0.1
 """Points within which a case counts as level with the best peer (as in bench/peers.md)."""
+NAMED = ("floor", "margin", "lowest", "oracle")
+RATIO_FLOOR = 0.05
+"""Points added to a kind's best fold MAE before it divides (a subset that covers every item
+errs 0 on its folds)."""
 BIG = 0.5
 """Points by which one rule's pick must beat the other's for the cell to be listed."""
 
 
-def cells_of(matrix: str, n_items: int) -> list[Cell]:
+def cells_of(matrix: str, n_items: int, seeds: tuple[int, ...] = SEEDS) -> list[Cell]:
     cells = []
-    for seed in SEEDS:
+    for seed in seeds:
         for protocol in ("random", "extrapolation"):
             cells += [Cell(matrix, "all", protocol, b, seed) for b in BUDGETS if b < n_items]
             cells += [Cell(matrix, str(p), protocol, POPULATION_BUDGET, seed) for p in POPULATIONS]
@@ -162,6 +178,38 @@ def oracle(cell: dict[str, Any]) -> str:
     return min(cell["held_out"], key=lambda c: cell["held_out"][c]["mae"])
 
 
+def _kind_best(rows: list[dict[str, Any]], key: str) -> float:
+    """The least of one kind's fold MAE among ``rows``, kept off zero (a ratio's divisor)."""
+    return min(r[key] for r in rows) + RATIO_FLOOR
+
+
+VARIANTS: dict[str, Any] = {
+    "lowest of max": lambda r, rows: max(r["cv_mae"], r["extrapolation_mae"]),
+    "lowest of extrapolation": lambda r, rows: r["extrapolation_mae"],
+    "lowest of random": lambda r, rows: r["cv_mae"],
+    "lowest of 1:2": lambda r, rows: (r["cv_mae"] + 2.0 * r["extrapolation_mae"]) / 3.0,
+    "lowest of ratios": lambda r, rows: (
+        r["cv_mae"] / _kind_best(rows, "cv_mae")
+        + r["extrapolation_mae"] / _kind_best(rows, "extrapolation_mae")
+    ),
+}
+"""Other ways to weigh the two kinds of fold, each ``(row, competing rows) -> score``,
+lowest kept, ties to the floor: the max of the two MAEs (the worse case a user could be in),
+one kind alone, extrapolation counted twice, and each kind's MAE over that kind's best
+(so neither kind's scale dominates). Rules a reader would ask for; none is the code's."""
+
+
+RULES = (*NAMED, *VARIANTS)
+
+
+def variant_rule(rows: list[dict[str, Any]], score: Any) -> str:
+    """The competing candidate with the lowest ``score``; the floor unless it is lower."""
+    scored = competing(rows, FLOOR)
+    values = {label(r): score(r, scored) for r in scored}
+    best = min(values, key=values.__getitem__)
+    return best if values[best] < values[FLOOR.label] else FLOOR.label
+
+
 def picks(cell: dict[str, Any]) -> dict[str, str]:
     """What each rule (and each fixed candidate) takes on a cell."""
     out = {
@@ -170,6 +218,7 @@ def picks(cell: dict[str, Any]) -> dict[str, str]:
         "lowest": lowest_rule(cell["candidates"]),
         "oracle": oracle(cell),
     }
+    out |= {name: variant_rule(cell["candidates"], f) for name, f in VARIANTS.items()}
     return out | {c: c for c in cell["held_out"] if c != FLOOR.label}
 
 
@@ -201,6 +250,23 @@ def summary(cells: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]
     }
 
 
+def by_seed(cells: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Seed -> rule -> mean held-out MAE of its picks, over that seed's cells.
+
+    The rules were compared on seeds 0 and 1 when ``lowest`` replaced ``margin``; a later
+    seed's row shows whether that comparison held on splits it had not seen."""
+    found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for cell in cells:
+        seed = cell["key"].rsplit("/", 1)[1]
+        for rule, chosen in picks(cell).items():
+            if rule in RULES:
+                found[seed][rule].append(cell["held_out"][chosen]["mae"])
+    return {
+        seed: {"cells": len(rules["floor"])} | {r: float(np.mean(v)) for r, v in rules.items()}
+        for seed, rules in sorted(found.items())
+    }
+
+
 def big_differences(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cells where ``lowest`` and ``margin`` picked differently and erred more than BIG apart."""
     out = []
@@ -229,7 +295,7 @@ def against_peers(cells: list[dict[str, Any]], peers_path: Path) -> dict[str, di
         if population == "all" and cell["key"] in peer_cells:
             cases[(matrix, protocol, budget)].append(cell)
     out = {}
-    for rule in ("floor", "margin", "lowest", "oracle"):
+    for rule in RULES:
         within, ours, best = 0, [], []
         for members in cases.values():
             methods = [peer_cells[c["key"]] for c in members]
@@ -250,16 +316,18 @@ def against_peers(cells: list[dict[str, Any]], peers_path: Path) -> dict[str, di
 
 def markdown(report: dict[str, Any]) -> str:
     info, table = report["info"], report["summary"]
+    rendered = (
+        f"; tables re-rendered from its JSON by `{info['rendered']}`" if "rendered" in info else ""
+    )
     groups = sorted({g for rule in table.values() for g in rule}, key=_last_every)
-    named = ["floor", "margin", "lowest", "oracle"]
-    rules = [*named, *sorted(set(table) - set(named))]
+    rules = [*RULES, *sorted(set(table) - set(RULES))]
     lines = [
         "# `--method auto`: which candidate each rule picks, and how it erred",
         "",
         f"Written by `{info['command']}` ({info['seconds']:.0f} s, load average "
-        f"{info['load_average'][0]} -> {info['load_average'][1]}). Every candidate the choice "
-        "scored is built on the cell's sources and estimates its held-out models; a rule's "
-        "MAE is that of its picks (mean over cells, score points), coverage that of the "
+        f"{info['load_average'][0]} -> {info['load_average'][1]}){rendered}. Every candidate "
+        "the choice scored is built on the cell's sources and estimates its held-out models; "
+        "a rule's MAE is that of its picks (mean over cells, score points), coverage that of the "
         "estimator's own 90 % interval (before the choice's factor). `margin`: the rule "
         "before 2026-11-27; `lowest`: the rule now; `oracle`: the candidate that erred least "
         "(a bound, it looks at the answer). See the module docstring of "
@@ -274,6 +342,19 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         "Cells per group: " + ", ".join(f"{g} {table['floor'][g]['cells']}" for g in groups) + ".",
+        "",
+        "## Seed by seed",
+        "",
+        "Mean held-out MAE of each rule's picks over one seed's cells. The rules were compared "
+        "on seeds 0 and 1 when `lowest` replaced `margin` (2026-11-27); seed 2 was drawn after, "
+        "so its row is the check on splits that comparison had not seen.",
+        "",
+        "| seed | cells | " + " | ".join(RULES) + " |",
+        "|---:|---:|" + "---:|" * len(RULES),
+        *(
+            f"| {seed} | {row['cells']} | " + " | ".join(f"{row[r]:.2f}" for r in RULES) + " |"
+            for seed, row in report.get("by_seed", {}).items()
+        ),
         "",
         "## Against benchpred's best method (target cases: all sources, 25/50/100 items)",
         "",
@@ -311,40 +392,60 @@ def _mae_coverage(metrics: dict[str, float] | None) -> str:
     return f"{metrics['mae']:.2f} ({metrics['coverage']:.2f})" if metrics else ""
 
 
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every cell measured afresh (the slow part), and how the run went."""
+    if not args.data.is_dir():
+        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    extra = tuple(Candidate(*text.split("+", 1)) for text in args.paired)
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    tasks = [
+        (args.data, cell, extra)
+        for matrix in args.matrices.split(",")
+        for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1], seeds)
+    ]
+    with worker_pool(args.jobs) as pool:
+        cells = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
+    info = {
+        "command": "python tools/bench_choice_rules.py " + " ".join(args.argv),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": time.perf_counter() - started,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+    }
+    return info, cells
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--matrices", default=",".join(V1 + V2))
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="e.g. 0,1,2")
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument(
         "--paired", action="append", default=[], help="METHOD+ESTIMATOR, an extra candidate"
     )
     parser.add_argument("--stem", default="choice_rules", help="report name in --out")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-render --out/STEM.md from its JSON (new rules, a new bench/peers.json)",
+    )
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
-    extra = tuple(Candidate(*text.split("+", 1)) for text in args.paired)
-    started, load_start = time.perf_counter(), os.getloadavg()[0]
-    tasks = [
-        (args.data, cell, extra)
-        for matrix in args.matrices.split(",")
-        for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1])
-    ]
-    with worker_pool(args.jobs) as pool:
-        cells = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
-    info = {
-        "command": "python tools/bench_choice_rules.py " + " ".join(argv or sys.argv[1:]),
-        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "seconds": time.perf_counter() - started,
-        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
-    }
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.report_only:
+        previous = json.loads((args.out / f"{args.stem}.json").read_text())
+        info, cells = previous["info"], previous["cells"]
+        info["rendered"] = "python tools/bench_choice_rules.py " + " ".join(args.argv)
+    else:
+        info, cells = measure(args)
     report = {
         "info": info,
         "summary": summary(cells),
         "against_peers": against_peers(cells, args.peers),
         "big_differences": big_differences(cells),
+        "by_seed": by_seed(cells),
         "cells": cells,
     }
     write_json_atomic(args.out / f"{args.stem}.json", report)

@@ -210,7 +210,7 @@ def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--psn-seeds", default="0-9")
     parser.add_argument("--matrices", default=",".join(V2 + V1 + PSN))
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")

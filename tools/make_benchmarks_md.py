@@ -52,6 +52,7 @@ SECTIONS = [
     ("balanced_guarded.md", "tools/bench_balanced_guarded.py"),
     ("peers_no_margin.md", "tools/peers_compare.py"),
     ("choice_rules.md", "tools/bench_choice_rules.py"),
+    ("choice_rules_before_seed2.md", "tools/bench_choice_rules.py"),
     ("similar.md", "tools/bench_similar.py"),
     ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
     ("choice_rules_lasso.md", "tools/bench_choice_rules.py"),
