@@ -218,7 +218,8 @@ def markdown(
             "Runs whose guard read the `audit` reading, as it places models now (by the "
             "de-shrunk reading) and as it did (by its own AIPW estimate):",
             "",
-            "| runs | n | MAE | placed by AIPW | coverage | placed by AIPW | least coverage |",
+            "| protocol | runs | MAE | placed by AIPW | coverage | placed by AIPW | "
+            "least coverage |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for protocol, r in read.items():

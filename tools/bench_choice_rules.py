@@ -55,6 +55,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,10 @@ def _kind_best(rows: list[dict[str, Any]], key: str) -> float:
     return min(r[key] for r in rows) + RATIO_FLOOR
 
 
-VARIANTS: dict[str, Any] = {
+Score = Callable[[dict[str, Any], list[dict[str, Any]]], float]
+"""``(candidate row, competing rows) -> score``: lower is kept."""
+
+VARIANTS: dict[str, Score] = {
     "lowest of max": lambda r, rows: max(r["cv_mae"], r["extrapolation_mae"]),
     "lowest of extrapolation": lambda r, rows: r["extrapolation_mae"],
     "lowest of random": lambda r, rows: r["cv_mae"],
@@ -193,16 +197,16 @@ VARIANTS: dict[str, Any] = {
         + r["extrapolation_mae"] / _kind_best(rows, "extrapolation_mae")
     ),
 }
-"""Other ways to weigh the two kinds of fold, each ``(row, competing rows) -> score``,
-lowest kept, ties to the floor: the max of the two MAEs (the worse case a user could be in),
-one kind alone, extrapolation counted twice, and each kind's MAE over that kind's best
-(so neither kind's scale dominates). Rules a reader would ask for; none is the code's."""
+"""Other ways to weigh the two kinds of fold, each a :data:`Score`, lowest kept, ties to the
+floor: the max of the two MAEs (the worse case a user could be in), one kind alone,
+extrapolation counted twice, and each kind's MAE over that kind's best (so neither kind's
+scale dominates). Rules a reader would ask for; none is the code's."""
 
 
 RULES = (*NAMED, *VARIANTS)
 
 
-def variant_rule(rows: list[dict[str, Any]], score: Any) -> str:
+def variant_rule(rows: list[dict[str, Any]], score: Score) -> str:
     """The competing candidate with the lowest ``score``; the floor unless it is lower."""
     scored = competing(rows, FLOOR)
     values = {label(r): score(r, scored) for r in scored}
