@@ -7,6 +7,8 @@ import json
 import pytest
 from tools_support import tools_module
 
+from lmeval_microbench.auto import _cv
+
 
 def row(method, estimator, cv, extrapolation, floor_cv=3.0, floor_ex=3.0):
     """A candidate row as ``choose_recipe`` records it (intervals held on both kinds)."""
@@ -71,3 +73,18 @@ def test_report_only_re_renders_from_the_json_and_says_so(tmp_path):
     assert "## Seed by seed" in text and "| 0 | 1 |" in text
     report = json.loads((tmp_path / "choice_rules.json").read_text())
     assert report["against_peers"]["lowest"]["within"] == 1  # 1.0 against aipw's 1.5
+
+
+@pytest.mark.slow
+def test_extrapolation_repeats_draw_more_items_per_fold(shared_data, monkeypatch):
+    """``--extrapolation-repeats``: each extrapolation fold is scored on that many item draws
+    (25 sources: seconds); the code's own count is restored after the test."""
+    tool = tools_module("bench_choice_rules")
+    monkeypatch.setattr(_cv, "EXTRAPOLATION_REPEATS", _cv.EXTRAPOLATION_REPEATS)
+    cell = tool.Cell("arc", "25", "extrapolation", 25, 0)
+    splits = {}
+    for repeats in (3, 4):
+        found = tool.measure_cell((shared_data, cell, (), repeats))
+        splits[repeats] = {row["splits"] for row in found["candidates"]}
+    (three,), (four,) = splits[3], splits[4]
+    assert four - three == 2  # two upward folds, one more draw each

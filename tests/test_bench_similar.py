@@ -45,11 +45,11 @@ def test_choice_rules_scores_a_paired_candidate(shared_data, monkeypatch):
     monkeypatch.setattr(choice, "DEFAULT_METHODS", choice.DEFAULT_METHODS)
 
     cell = tool.Cell("arc", "25", "random", 25, 0)
-    found = tool.measure_cell((shared_data, cell, (Candidate("balanced", "similar"),)))
+    found = tool.measure_cell((shared_data, cell, (Candidate("balanced", "similar"),), 3))
     assert any(row["estimator"] == "similar" for row in found["candidates"])
     assert found["held_out"]["balanced+similar"]["mae"] > 0
     assert Candidate("balanced", "similar") in choice.PAIRED_CANDIDATES
     # a method outside the default ones joins them, or its paired candidate would be dropped
-    found = tool.measure_cell((shared_data, cell, (Candidate("lasso", "guarded"),)))
+    found = tool.measure_cell((shared_data, cell, (Candidate("lasso", "guarded"),), 3))
     assert sum(row["method"] == "lasso" for row in found["candidates"]) == 1  # not twice
     assert found["held_out"]["lasso+guarded"]["mae"] > 0 and "lasso" in choice.DEFAULT_METHODS

@@ -43,6 +43,9 @@ The committed ``choice_rules_similar`` and ``choice_rules_lasso`` reports ran on
 the default then (``--seeds 0,1`` repeats them), and ``choice_rules_before_seed2`` is this
 report on those seeds before seed 2 was added. ``--report-only`` re-renders a report from its
 JSON (a new rule here, a new ``bench/peers.json``) without measuring anything.
+``--extrapolation-repeats 6`` doubles the item draws of each extrapolation fold (the code
+draws 3): whether a less noisy fold score would bring the rule's picks nearer the best
+candidate of each cell (``bench/choice_rules_repeats6.md``).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import FLOOR, choose_recipe
+from lmeval_microbench.auto import _cv as auto_cv
 from lmeval_microbench.auto import choice as auto_choice
 from lmeval_microbench.auto._cv import Candidate
 from lmeval_microbench.auto._rule import competing, pick
@@ -87,6 +91,7 @@ from lmeval_microbench.estimators import estimator_from_state
 
 REPO = Path(__file__).resolve().parents[1]
 PAIRED = auto_choice.PAIRED_CANDIDATES
+REPEATS = auto_cv.EXTRAPOLATION_REPEATS
 DEFAULT_METHODS = auto_choice.DEFAULT_METHODS
 SEEDS = (0, 1, 2)
 """Seeds 0 and 1 were the splits the rule was chosen on (2026-11-27); seed 2 was drawn after,
@@ -111,10 +116,12 @@ def cells_of(matrix: str, n_items: int, seeds: tuple[int, ...] = SEEDS) -> list[
     return cells
 
 
-def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...]]) -> dict[str, Any]:
+def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...], int]) -> dict[str, Any]:
     """The choice's candidate rows on one cell and every candidate's held-out error, with
-    ``extra`` candidates among the paired ones."""
-    data, cell, extra = task
+    ``extra`` candidates among the paired ones and each extrapolation fold repeated
+    ``repeats`` times with new items (the code's own count: ``_cv.EXTRAPOLATION_REPEATS``)."""
+    data, cell, extra, repeats = task
+    auto_cv.EXTRAPOLATION_REPEATS = repeats
     # a paired candidate joins only where its method is among the default methods; one whose
     # estimator is a default one is then already a method x estimator candidate
     auto_choice.DEFAULT_METHODS = DEFAULT_METHODS + tuple(
@@ -404,7 +411,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
     seeds = tuple(int(s) for s in args.seeds.split(","))
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [
-        (args.data, cell, extra)
+        (args.data, cell, extra, args.extrapolation_repeats)
         for matrix in args.matrices.split(",")
         for cell in cells_of(matrix, load_matrix(matrix, args.data)[0].shape[1], seeds)
     ]
@@ -431,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
         "--paired", action="append", default=[], help="METHOD+ESTIMATOR, an extra candidate"
     )
     parser.add_argument("--stem", default="choice_rules", help="report name in --out")
+    parser.add_argument(
+        "--extrapolation-repeats",
+        type=int,
+        default=REPEATS,
+        help="item draws per extrapolation fold in the choice (a less noisy fold score)",
+    )
     parser.add_argument(
         "--report-only",
         action="store_true",

@@ -53,6 +53,7 @@ SECTIONS = [
     ("peers_no_margin.md", "tools/peers_compare.py"),
     ("choice_rules.md", "tools/bench_choice_rules.py"),
     ("choice_rules_before_seed2.md", "tools/bench_choice_rules.py"),
+    ("choice_rules_repeats6.md", "tools/bench_choice_rules.py"),
     ("similar.md", "tools/bench_similar.py"),
     ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
     ("choice_rules_lasso.md", "tools/bench_choice_rules.py"),
