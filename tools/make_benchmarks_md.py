@@ -97,6 +97,7 @@ SECTIONS = [
     ("adaptive_before_reach.md", "tools/bench_adaptive.py"),
     ("adaptive_reach_on_whole.md", "tools/bench_adaptive.py"),
     ("adaptive_before_top.md", "tools/bench_adaptive.py"),
+    ("adaptive_equal.md", "tools/bench_adaptive_equal.py"),
     ("adaptive_toward.md", "tools/bench_adaptive_toward.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),
