@@ -110,3 +110,19 @@ def test_greedy_items_read_the_strongest_fifth_of_the_leaderboard_with_honest_in
     rows = np.random.default_rng(0).permutation(split.target.n_models)[:200]
     found = tool.built_reading(split, rows, "greedy", "guarded", 25, 0)
     assert found["coverage90"] >= 0.85
+
+
+def test_a_fold_whose_inner_fit_fails_is_skipped(monkeypatch):
+    """A fold's own items may not fit on its models (a constant item there, too few models):
+    that fold is left out, and with none left the band above falls to the reading's."""
+    source, _ = world(seed=1)
+    truth = 0.2 + 0.6 * source.mean_scores()
+    subset = make_selector("greedy").select(source, 15, seed=3, target=truth)
+
+    class Failing:
+        def fit(self, *args, **kwargs):
+            raise ValueError("no fit on this fold")
+
+    monkeypatch.setattr(GuardedEstimator, "_make_inner", lambda self: Failing())
+    found = GuardedEstimator()._reselected_upward_errors(source, subset, truth, None)
+    assert found.size == 0

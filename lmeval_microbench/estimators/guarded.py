@@ -115,6 +115,11 @@ def _supervised(subset: Subset) -> bool:
     return selector is not None and selector.uses_target
 
 
+_FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+"""What a fold that chooses its own items may raise on its models (``crossfit`` skips such a
+fold the same way; imported from there, it would import the estimators it is imported by)."""
+
+
 def _fold_subset(matrix: ResponseMatrix, subset: Subset, target: np.ndarray) -> Subset:
     """The items a fold's inner estimator reads: ``subset`` itself, or for supervised items
     as many chosen again by the same method from the fold's ``matrix`` and ``target`` (its
@@ -132,8 +137,8 @@ def _fold_subset(matrix: ResponseMatrix, subset: Subset, target: np.ndarray) -> 
             seed=subset.seed,
             target=target,
         )
-    except (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError):
-        return subset  # what a fold of ``crossfit`` skips on
+    except _FOLD_FAILURES:
+        return subset
 
 
 class GuardedEstimator(OwnStagesEstimator):
@@ -311,7 +316,10 @@ class GuardedEstimator(OwnStagesEstimator):
                 continue
             matrix = source.select_models(ids[train])
             items = _fold_subset(matrix, subset, target[train])
-            inner = self._make_inner().fit(matrix, items, target[train], irt=irt)
+            try:
+                inner = self._make_inner().fit(matrix, items, target[train], irt=irt)
+            except _FOLD_FAILURES:
+                continue  # this fold's models only; with no fold left, the reading's band
             held_out = source.select_models(ids[test]).select_items(items.item_ids)
             errors.append(np.abs(inner.estimate_matrix(held_out)[0] - target[test]))
         return np.sort(np.concatenate(errors)) if errors else np.zeros(0)
