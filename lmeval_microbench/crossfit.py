@@ -27,9 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import InputError
 from .estimators import make_estimator
-from .estimators._fitting import MIN_SOURCE_MODELS, fold_labels
+from .estimators._fitting import FOLD_FAILURES, MIN_SOURCE_MODELS, fold_labels
 from .irt.params import ItemParams
 from .responses import ResponseMatrix
 from .selection import Selector, make_selector, select_with_audit
@@ -46,9 +45,6 @@ def needs_cross_fit(selector: Selector, source: ResponseMatrix) -> bool:
     that looks at the sources' answers (supervised or not) on fewer than
     :data:`CROSS_FIT_MAX_MODELS` of them."""
     return selector.uses_responses and source.n_models < CROSS_FIT_MAX_MODELS
-
-
-FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
 
 
 def selection_cross_fit(

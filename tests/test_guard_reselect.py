@@ -126,3 +126,24 @@ def test_a_fold_whose_inner_fit_fails_is_skipped(monkeypatch):
     monkeypatch.setattr(GuardedEstimator, "_make_inner", lambda self: Failing())
     found = GuardedEstimator()._reselected_upward_errors(source, subset, truth, None)
     assert found.size == 0
+
+
+def test_missing_answers_skip_a_fold_instead_of_refusing_the_build():
+    """Items chosen again may hold a held-out model's missing answer: that fold is skipped.
+    Reading the fold's targets on them once refused a greedy build whose target is not the
+    matrix mean ("model 'm16' has no score for subset item 'w.91'")."""
+    from lmeval_microbench.build import build_bundle
+    from lmeval_microbench.responses import ResponseMatrix
+
+    source, _ = world(seed=1)
+    values = source.values.copy()
+    values[np.random.default_rng(0).random(values.shape) < 0.05] = np.nan
+    holed = ResponseMatrix(values, list(source.model_ids), list(source.item_ids))
+    truth = 0.2 + 0.6 * np.nanmean(values, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_bundle(
+            holed, truth, name="holed", benchmark="holed", method="greedy", budget=15,
+            seed=0, estimators=["guarded"], default_estimator="guarded",
+        )  # fmt: skip
+    assert bundle.budget == 15

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_adaptive import BUDGETS, PROTOCOLS, load_benchmark, static_recipe
+from bench_adaptive import BUDGETS, PROTOCOLS, V2, load_benchmark, static_recipe
 from cell_scoring import interval_metrics
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -58,7 +59,7 @@ TASKS = REPO / "lmeval_microbench" / "task_configs"
 
 def shipped_estimator(bm: str) -> str:
     """The estimator the shipped micro task's bundle reads with by default."""
-    suite = "openllm_v2" if bm in ("ifeval", "musr") else "openllm_v1"
+    suite = "openllm_v2" if bm in V2 else "openllm_v1"
     return load_bundle(TASKS / suite / bm / "bundle.json").default_estimator
 
 
@@ -134,7 +135,7 @@ def measure(task: tuple[Path, str, str, dict[str, Any], float]) -> dict[str, Any
         "benchmark": bm,
         "protocol": protocol,
         "check": check,
-        "estimator": estimator,
+        "recipe": f"{recipe['method']} + {estimator}",
         "static": {
             str(n): built_reading(split, rows, recipe["method"], estimator, n, seed)
             for n in BUDGETS
@@ -170,7 +171,7 @@ def rows_of(found: list[dict[str, Any]], adaptive: dict[str, Any]) -> list[dict[
                     "benchmark": cell["benchmark"],
                     "protocol": cell["protocol"],
                     "items": n,
-                    "recipe": f"{per['static']['recipe'].split(' + ')[0]} + {cell['estimator']}",
+                    "recipe": cell["recipe"],
                     "adaptive": {k: run[k] for k in ("mae", "coverage90", "width90")},
                     "static": {k: static[k] for k in ("mae", "coverage90", "width90")},
                     "default_build": auto,
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     adaptive = json.loads(args.adaptive.read_text())
     tasks = tasks_of(adaptive, args)
-    start, load_start = time.perf_counter(), _load()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     with worker_pool(args.jobs) as pool:
         found = list(tqdm(pool.map(measure, tasks), total=len(tasks), desc="pools"))
     rows = rows_of(found, adaptive)
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python tools/bench_adaptive_equal.py " + " ".join(argv or sys.argv[1:]),
             "adaptive_command": adaptive["config"]["command"],
             "seconds": round(time.perf_counter() - start),
-            "load": [load_start, _load()],
+            "load": [load_start, os.getloadavg()[0]],
         },
         "checks": {f"{c['benchmark']}/{c['protocol']}": c["check"] for c in found},
         "tally": tally(rows),
@@ -294,11 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     write_text_if_changed(args.out / "adaptive_equal.md", markdown(report))
     print(markdown(report).split("## Every pool")[0])
     return 0
-
-
-def _load() -> float:
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
 
 
 if __name__ == "__main__":

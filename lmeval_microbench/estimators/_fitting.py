@@ -23,6 +23,9 @@ held-out residuals to be finite (``ceil((n + 1) * 0.9) <= n``), 10 keeps one to 
 interval is then the largest residual, hence ``MIN_CALIBRATION_MODELS`` for a fitted head."""
 MIN_CALIBRATION_MODELS = 20
 """Fewer source models than this get no linear calibration head and leave-one-out residuals."""
+FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+"""What a fit on one fold's models may raise where that fold is skipped rather than the whole
+fit refused: the folds of ``crossfit`` and the guard's re-selecting upward folds."""
 
 
 def usable_models(values: np.ndarray, *, any_item: bool, name: str, source: str) -> np.ndarray:

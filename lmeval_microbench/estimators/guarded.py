@@ -78,7 +78,7 @@ from ..responses import ResponseMatrix
 from ..selection import SELECTORS, make_selector, select_with_audit
 from ..selection.audit import AUDIT_KEY
 from ..subset import Subset
-from ._fitting import usable_models
+from ._fitting import FOLD_FAILURES, usable_models
 from ._own import OwnStagesEstimator, state_errors
 from .base import ScoreEstimator
 
@@ -115,11 +115,6 @@ def _supervised(subset: Subset) -> bool:
     return selector is not None and selector.uses_target
 
 
-_FOLD_FAILURES = (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError)
-"""What a fold that chooses its own items may raise on its models (``crossfit`` skips such a
-fold the same way; imported from there, it would import the estimators it is imported by)."""
-
-
 def _fold_subset(matrix: ResponseMatrix, subset: Subset, target: np.ndarray) -> Subset:
     """The items a fold's inner estimator reads: ``subset`` itself, or for supervised items
     as many chosen again by the same method from the fold's ``matrix`` and ``target`` (its
@@ -137,7 +132,7 @@ def _fold_subset(matrix: ResponseMatrix, subset: Subset, target: np.ndarray) -> 
             seed=subset.seed,
             target=target,
         )
-    except _FOLD_FAILURES:
+    except FOLD_FAILURES:
         return subset
 
 
@@ -278,14 +273,23 @@ class GuardedEstimator(OwnStagesEstimator):
         ]
 
     def _fold_fitter(
-        self, source: ResponseMatrix, subset: Subset, target: np.ndarray, irt: ItemParams | None
+        self,
+        source: ResponseMatrix,
+        subset: Subset,
+        target: np.ndarray,
+        irt: ItemParams | None,
+        reselect: bool = False,
     ) -> Any:
+        """``(train rows, test rows) -> (train out-of-fold estimates, (value, lower, upper)
+        of test)`` of the inner estimator fitted on a fold's training models; with
+        ``reselect``, on the items :func:`_fold_subset` chooses from them."""
+
         def fit_fold(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, tuple]:
             ids = np.asarray(source.model_ids)
-            inner = self._make_inner().fit(
-                source.select_models(ids[train]), subset, target[train], irt=irt
-            )
-            test_matrix = source.select_models(ids[test])
+            matrix = source.select_models(ids[train])
+            items = _fold_subset(matrix, subset, target[train]) if reselect else subset
+            inner = self._make_inner().fit(matrix, items, target[train], irt=irt)
+            test_matrix = source.select_models(ids[test])  # estimates join on item ids
             return self._inner_oof(inner, np.ones(train.size, bool)), tuple(
                 inner.estimate_matrix(test_matrix)
             )
@@ -308,20 +312,19 @@ class GuardedEstimator(OwnStagesEstimator):
         there too, the readings' fold errors changed which reading the guard kept, and on
         whole benchmarks, where the guard moves the estimate, ``--new-models like-sources``
         erred 5.03 points on the strongest fifth instead of 4.35
-        (``bench/peers_reselect_all_folds.md``)."""
-        ids = np.asarray(source.model_ids)
+        (``bench/peers_reselect_all_folds.md``). A fold that cannot be fitted or read on its
+        own items (a held-out model without an answer to one of them) is skipped; with no
+        fold left, the band above is the reading's."""
+        fit_fold = self._fold_fitter(source, subset, target, irt, reselect=True)
         errors = []
         for train, test, direction in directed_folds(target):
             if direction != UP:
                 continue
-            matrix = source.select_models(ids[train])
-            items = _fold_subset(matrix, subset, target[train])
             try:
-                inner = self._make_inner().fit(matrix, items, target[train], irt=irt)
-            except _FOLD_FAILURES:
-                continue  # this fold's models only; with no fold left, the reading's band
-            held_out = source.select_models(ids[test]).select_items(items.item_ids)
-            errors.append(np.abs(inner.estimate_matrix(held_out)[0] - target[test]))
+                _, (value, _, _) = fit_fold(train, test)
+            except FOLD_FAILURES:
+                continue
+            errors.append(np.abs(value - target[test]))
         return np.sort(np.concatenate(errors)) if errors else np.zeros(0)
 
     @staticmethod
