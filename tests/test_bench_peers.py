@@ -68,3 +68,16 @@ def test_the_report_says_where_each_tier_ran():
     assert report.tier_cells({}) == ""  # an earlier run's info, written before tiers were
     kept = report.kept_for({"ours_inside": ["arc", "musr"], "ours": ["psn_bbh"]})
     assert kept == "`ours_inside` on arc, musr; `ours` on psn_bbh"
+
+
+def test_kept_groups_name_the_protocols_only_some_of_whose_cells_were_kept():
+    tool = tools_module("peers_report")
+    rows = [
+        {"matrix": "arc", "protocol": "random", "from_earlier": []},
+        {"matrix": "arc", "protocol": "extrapolation", "from_earlier": ["ours"]},
+        {"matrix": "musr", "protocol": "random", "from_earlier": ["ours"]},
+        {"matrix": "musr", "protocol": "extrapolation", "from_earlier": ["ours"]},
+        {"matrix": "mmlu", "protocol": "random", "from_earlier": ["ours_inside"]},
+    ]
+    assert tool.kept_groups(rows, "ours") == ["arc (extrapolation)", "musr"]
+    assert tool.kept_groups(rows, "ours_audit") == []

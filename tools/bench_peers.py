@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 from cell_scoring import audit_size
 from peers_metrics import cell_metrics
-from peers_report import write_report
+from peers_report import kept_groups, write_report
 
 from lmeval_microbench.auto import choose_recipe
 from lmeval_microbench.build import build_bundle
@@ -101,6 +101,7 @@ MATRICES = V2 + V1 + PSN
 BUDGETS = (10, 25, 50, 100)
 POPULATIONS = (25, 50, 100)
 POPULATION_BUDGET = 50
+PROTOCOLS = ("random", "extrapolation", "weak")
 V1_ALL = 1000
 """Most source models of a v1 'all' population (``--v1-all``)."""
 SEEDS = (0, 1, 2)
@@ -500,6 +501,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seeds of the psn blocks (default: --seeds), e.g. 0-9: their splits hold out 2 models",
     )
     parser.add_argument("--only", help="comma-separated methods to run (default: all)")
+    protocols_help = "protocols whose cells to run (default: all; the report covers every cell)"
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help=protocols_help)
     parser.add_argument("--venv", type=Path, default=REPO / ".peers-venv")
     parser.add_argument("--cache", type=Path, default=REPO / ".peers-cache")
     parser.add_argument(
@@ -542,9 +545,10 @@ def main(argv: list[str] | None = None) -> None:
     cache = Cache(args.cache)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_start = [round(v, 2) for v in _load()]
+    protocols = set(args.protocols.split(","))
     if not args.report_only:
         for method in methods:
-            mine = [c for c in cells if runs_method(method, c)]
+            mine = [c for c in cells if runs_method(method, c) and c.protocol in protocols]
             if method in OURS:
                 fill_ours(method, mine, args.data, cache, args.v1_all)
             else:
@@ -570,7 +574,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ours_metrics:
         info["ours_metrics_from"] = str(args.ours_metrics)
         info["ours_kept_for"] = {
-            method: sorted({r["matrix"] for r in rows if method in r["from_earlier"]})
+            method: kept_groups(rows, method)
             for method in OURS
             if any(method in r["from_earlier"] for r in rows)
         }

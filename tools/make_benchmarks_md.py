@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
     ("peers_noise.md", "tools/peers_noise.py"),
+    ("peers_reach_below.md", "tools/peers_compare.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_cost_before_own_reach.md", "tools/bench_guard_cost.py"),

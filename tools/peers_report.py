@@ -287,6 +287,21 @@ def inside_lines(table: dict) -> list[str]:
     return [*lines, ""]
 
 
+def kept_groups(rows: list[dict[str, Any]], method: str) -> list[str]:
+    """The matrices whose cells of ``method`` came from an earlier report; a matrix only some
+    of whose protocols did is named with those protocols, e.g. ``arc (extrapolation)``."""
+    kept: dict[str, set[str]] = {}
+    every: dict[str, set[str]] = {}
+    for row in rows:
+        every.setdefault(row["matrix"], set()).add(row["protocol"])
+        if method in row["from_earlier"]:
+            kept.setdefault(row["matrix"], set()).add(row["protocol"])
+    return [
+        matrix if protocols == every[matrix] else f"{matrix} ({', '.join(sorted(protocols))})"
+        for matrix, protocols in sorted(kept.items())
+    ]
+
+
 def kept_for(found: dict[str, list[str]]) -> str:
     """Where each of our methods came from an earlier run, e.g. `ours_inside` on arc, musr."""
     return "; ".join(f"`{method}` on {', '.join(matrices)}" for method, matrices in found.items())

@@ -20,7 +20,15 @@ This package holds the pieces of the ``guarded`` estimator
 
 from __future__ import annotations
 
-from .guard import REACH_Z, GuardBand, beyond_weight, floored, guarded_interval, reached
+from .guard import (
+    REACH_Z,
+    GuardBand,
+    beyond_weight,
+    floored,
+    guarded_interval,
+    reached,
+    reached_below,
+)
 from .readings import READINGS, Reading, SourceView, make_reading
 
 __all__ = [
@@ -34,4 +42,5 @@ __all__ = [
     "guarded_interval",
     "make_reading",
     "reached",
+    "reached_below",
 ]
