@@ -62,6 +62,23 @@ def coverage(estimator, items, truth) -> tuple[float, np.ndarray, np.ndarray, np
     return float(np.mean((lower <= truth) & (truth <= upper))), value, lower, upper
 
 
+def peer_cell_coverage(shared_data, cell: tuple, method: str) -> tuple[float, float]:
+    """Coverage of ``method`` + ``guarded`` on a peer-suite cell (matrix, population,
+    protocol, budget, seed) without and with the reach; the estimate must not move."""
+    bench_peers = tools_module("bench_peers")
+    cell = bench_peers.Cell(*cell)
+    values, truth, ids = bench_peers.load_matrix(cell.matrix, shared_data)
+    rows = bench_peers.cell_rows(truth, cell, bench_peers.V1_ALL)
+    source, target = bench_peers.split_matrices(values, ids, rows)
+    bundle = bench_peers.build_recipe(cell, source, truth[rows[0]], method, "guarded")
+    guarded = estimator_from_state(bundle.estimator_state())
+    items, held_out = target.select_items(bundle.item_ids), truth[rows[1]]
+    before, value_before, _, _ = coverage(without_reach(guarded), items, held_out)
+    after, value, _, _ = coverage(guarded, items, held_out)
+    np.testing.assert_allclose(value, value_before)
+    return before, after
+
+
 def test_reached_widens_only_where_the_spread_lies_above_the_sources():
     upper = np.full(4, 0.50)
     value = np.array([0.45, 0.52, 0.38, 0.99])
@@ -117,17 +134,8 @@ def test_reach_on_musr_with_25_bunched_sources(shared_data):
     strongest fifth held out (seed 1), anchor points + ``guarded`` at 50 items (the default's
     pick there). Measured: coverage 0.64 at 11.3 points wide without the reach, 0.94 at 19.0
     with it."""
-    bench_peers = tools_module("bench_peers")
-    cell = bench_peers.Cell("musr", "25", "extrapolation", 50, 1)
-    values, truth, ids = bench_peers.load_matrix("musr", shared_data)
-    rows = bench_peers.cell_rows(truth, cell, bench_peers.V1_ALL)
-    source, target = bench_peers.split_matrices(values, ids, rows)
-    bundle = bench_peers.build_recipe(cell, source, truth[rows[0]], "anchor_points", "guarded")
-    guarded = estimator_from_state(bundle.estimator_state())
-    items, held_out = target.select_items(bundle.item_ids), truth[rows[1]]
-    before, value_before, _, _ = coverage(without_reach(guarded), items, held_out)
-    after, value, _, _ = coverage(guarded, items, held_out)
-    np.testing.assert_allclose(value, value_before)
+    cell = ("musr", "25", "extrapolation", 50, 1)
+    before, after = peer_cell_coverage(shared_data, cell, "anchor_points")
     assert before < 0.8
     assert after >= 0.9
 
@@ -188,16 +196,7 @@ def test_reach_below_on_hellaswag_weakest_fifth(shared_data):
     57 %), the weakest fifth held out (seed 2), tinybenchmarks items + ``guarded`` at 50 (the
     default's pick there). Measured: coverage 0.79 at 10.9 points wide without the reach below,
     0.94 at 12.3 with it; the estimate does not move."""
-    bench_peers = tools_module("bench_peers")
-    cell = bench_peers.Cell("hellaswag", "all", "weak", 50, 2)
-    values, truth, ids = bench_peers.load_matrix("hellaswag", shared_data)
-    rows = bench_peers.cell_rows(truth, cell, bench_peers.V1_ALL)
-    source, target = bench_peers.split_matrices(values, ids, rows)
-    bundle = bench_peers.build_recipe(cell, source, truth[rows[0]], "tinybenchmarks", "guarded")
-    guarded = estimator_from_state(bundle.estimator_state())
-    items, held_out = target.select_items(bundle.item_ids), truth[rows[1]]
-    before, value_before, _, _ = coverage(without_reach(guarded), items, held_out)
-    after, value, _, _ = coverage(guarded, items, held_out)
-    np.testing.assert_allclose(value, value_before)
+    cell = ("hellaswag", "all", "weak", 50, 2)
+    before, after = peer_cell_coverage(shared_data, cell, "tinybenchmarks")
     assert before < 0.85
     assert after >= 0.9
