@@ -31,12 +31,18 @@ def bunched_world(seed: int, discrimination: float, guessing: float, top: float)
     slopes = rng.lognormal(np.log(discrimination), 0.3, N_ITEMS)
     difficulties = rng.normal(0.0, 1.5, N_ITEMS)
     theta = np.concatenate([rng.uniform(-0.3, 0.3, 25), rng.uniform(0.3, top, 150)])
+    return answered_world(rng, slopes, difficulties, theta, guessing, 25, "bunched")
+
+
+def answered_world(rng, slopes, difficulties, theta, guessing: float, n_sources: int, name):
+    """3PL answers of models ``theta`` (the first ``n_sources`` the sources) drawn with
+    ``rng``, as (source, target) matrices; item ids ``<name initial>.<k>``."""
     p = guessing + (1 - guessing) * expit(slopes * (theta[:, None] - difficulties))
     values = (rng.random(p.shape) < p).astype(float)
-    ids = tuple(f"b.{k}" for k in range(N_ITEMS))
+    ids = tuple(f"{name[0]}.{k}" for k in range(slopes.size))
     models = [f"m{k}" for k in range(theta.size)]
-    matrix = ResponseMatrix(values, models, ids, source="bunched")
-    return matrix.select_models(models[:25]), matrix.select_models(models[25:])
+    matrix = ResponseMatrix(values, models, ids, source=name)
+    return matrix.select_models(models[:n_sources]), matrix.select_models(models[n_sources:])
 
 
 def random_subset(source: ResponseMatrix, seed: int) -> Subset:
@@ -159,12 +165,7 @@ def far_below_world(seed: int):
     slopes = rng.lognormal(0.0, 0.3, N_ITEMS)
     difficulties = rng.normal(0.5, 1.0, N_ITEMS)
     theta = np.concatenate([rng.uniform(0.0, 2.0, 60), rng.uniform(-4.0, -0.5, 150)])
-    p = 0.25 + 0.75 * expit(slopes * (theta[:, None] - difficulties))
-    values = (rng.random(p.shape) < p).astype(float)
-    ids = tuple(f"f.{k}" for k in range(N_ITEMS))
-    models = [f"m{k}" for k in range(theta.size)]
-    matrix = ResponseMatrix(values, models, ids, source="far below")
-    return matrix.select_models(models[:60]), matrix.select_models(models[60:])
+    return answered_world(rng, slopes, difficulties, theta, 0.25, 60, "far below")
 
 
 def test_reach_below_spans_the_own_spread_of_models_far_below():

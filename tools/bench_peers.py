@@ -501,8 +501,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seeds of the psn blocks (default: --seeds), e.g. 0-9: their splits hold out 2 models",
     )
     parser.add_argument("--only", help="comma-separated methods to run (default: all)")
-    protocols_help = "protocols whose cells to run (default: all; the report covers every cell)"
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help=protocols_help)
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="protocols to run")
     parser.add_argument("--venv", type=Path, default=REPO / ".peers-venv")
     parser.add_argument("--cache", type=Path, default=REPO / ".peers-cache")
     parser.add_argument(
@@ -546,6 +545,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_start = [round(v, 2) for v in _load()]
     protocols = set(args.protocols.split(","))
+    if not protocols <= set(PROTOCOLS):
+        sys.exit(f"--protocols: unknown {sorted(protocols - set(PROTOCOLS))}; known {PROTOCOLS}")
     if not args.report_only:
         for method in methods:
             mine = [c for c in cells if runs_method(method, c) and c.protocol in protocols]

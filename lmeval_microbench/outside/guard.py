@@ -205,6 +205,12 @@ def floored(lower: np.ndarray, below_weight: np.ndarray, floor: float) -> np.nda
     return np.where(below_weight > W_MIN, np.minimum(lower, floor), lower)
 
 
+def _reach_spread(reading: tuple[np.ndarray, np.ndarray], z: float) -> tuple[np.ndarray, ...]:
+    """A reading's value and the half-width ``z se`` its reach spans, both sides alike."""
+    value, se = reading
+    return np.asarray(value, dtype=np.float64), z * se_floor(np.asarray(se, dtype=np.float64))
+
+
 def reached(
     upper: np.ndarray,
     reading: tuple[np.ndarray, np.ndarray],
@@ -219,8 +225,8 @@ def reached(
     wide, 24 with the upper reach alone; scratch runs on the peer suite's cells): below, the
     guard's downward folds size the intervals near the sources, and :func:`reached_below`
     reaches only for a model whose whole spread lies below them."""
-    value, se = reading
-    high = np.minimum(value + z * se_floor(se), 1.0)
+    value, spread = _reach_spread(reading, z)
+    high = np.minimum(value + spread, 1.0)
     return np.where(high > top, np.maximum(upper, high), upper)
 
 
@@ -247,9 +253,9 @@ def reached_below(
     no held-out model lay below the sources; this rule left them at 24 (scratch runs on the
     peer suite's cells). The peer suite with it (``bench/peers_reach_below.md``): HellaSwag's
     weakest-fifth case 0.84 -> 0.94 at 9.0 -> 10.0 points wide, every weakest-fifth case
-    0.89-0.99, random and extrapolation cells unchanged; no estimate moved."""
-    value, se = reading
-    spread = z * se_floor(np.asarray(se, dtype=np.float64))
+    0.89-0.99, random cells' coverage unchanged (extrapolation cells, whose models lie above
+    every source, not rerun); no estimate moved."""
+    value, spread = _reach_spread(reading, z)
     low = np.maximum(value - spread, 0.0)
     return np.where(value + spread < bottom, np.minimum(lower, low), lower)
 
