@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tools_support import tools_module
 
 
@@ -81,3 +82,11 @@ def test_kept_groups_name_the_protocols_only_some_of_whose_cells_were_kept():
     ]
     assert tool.kept_groups(rows, "ours") == ["arc (extrapolation)", "musr"]
     assert tool.kept_groups(rows, "ours_audit") == []
+
+
+def test_an_unknown_protocol_is_refused_in_one_line(capsys):
+    tool = tools_module("bench_peers")
+    assert tool.parse_args(["--protocols", "random,weak"]).protocols == "random,weak"
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--protocols", "random,wek"])
+    assert "--protocols: unknown ['wek']" in capsys.readouterr().err

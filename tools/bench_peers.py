@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -524,7 +525,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="an earlier report's JSON: our methods' per-cell metrics for cells the cache "
         "lacks; only for a change that cannot reach those cells (the report says which)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if unknown := set(args.protocols.split(",")) - set(PROTOCOLS):
+        parser.error(f"--protocols: unknown {sorted(unknown)}; known {', '.join(PROTOCOLS)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -543,10 +547,8 @@ def main(argv: list[str] | None = None) -> None:
     methods = args.only.split(",") if args.only else [*OURS, *PEERS]
     cache = Cache(args.cache)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    load_start = [round(v, 2) for v in _load()]
-    protocols = set(args.protocols.split(","))
-    if not protocols <= set(PROTOCOLS):
-        sys.exit(f"--protocols: unknown {sorted(protocols - set(PROTOCOLS))}; known {PROTOCOLS}")
+    load_start = [round(v, 2) for v in os.getloadavg()]
+    protocols = args.protocols.split(",")
     if not args.report_only:
         for method in methods:
             mine = [c for c in cells if runs_method(method, c) and c.protocol in protocols]
@@ -564,7 +566,7 @@ def main(argv: list[str] | None = None) -> None:
     info = {
         "command": "python tools/bench_peers.py " + " ".join(argv or sys.argv[1:]),
         "started": started,
-        "load_average": {"start": load_start, "end": [round(v, 2) for v in _load()]},
+        "load_average": {"start": load_start, "end": [round(v, 2) for v in os.getloadavg()]},
         "benchpred": "1.0.0",
         "v1_all": args.v1_all,
         "peers": {"fast": FAST, "medium": MEDIUM, "slow": SLOW},
@@ -588,12 +590,6 @@ def seed_range(text: str) -> list[int]:
         first, last = (int(v) for v in text.split("-"))
         return list(range(first, last + 1))
     return [int(v) for v in text.split(",")]
-
-
-def _load() -> tuple[float, float, float]:
-    import os
-
-    return os.getloadavg()
 
 
 if __name__ == "__main__":
