@@ -1,0 +1,271 @@
+"""Blending ``similar`` into ``guarded`` for models outside the sources: bench/outside_blend.*.
+
+The peer suite showed two sides of ``blend`` (the mean of ``guarded`` and ``similar``,
+:mod:`lmeval_microbench.estimators.blend`): on whole benchmarks under extrapolation it erred
+less than ``guarded`` (IFEval, GSM8K at 25 items), and on random splits more (MuSR with all
+sources, 2.08 -> 2.79 points at 25 items, in a scratch run). The guard already knows which
+models its reading places outside the sources: its outside weight ``w``. This measures
+whether using the blend only there keeps the gain without the loss, before anything in the
+library changes:
+
+- ``guarded``: the shipped estimator, rebuilt (its MAE must match the suite's ``ours``);
+- ``blend``: the mean of ``guarded`` and ``similar`` for every model;
+- ``outside only``: the blend where ``w > W_MIN``, ``guarded`` elsewhere;
+- ``by weight``: ``guarded`` moved towards the blend by ``(w - W_MIN) / (1 - W_MIN)``, the
+  fraction by which the guard itself moves towards its outside reading (value and interval
+  ends alike).
+
+Cells: every cell of ``bench/peers.json`` outside the psn blocks whose ``ours`` recipe is read
+with ``guarded`` (psn cells use the blend already), rebuilt with that recipe, the suite's item
+seed and its interval factor, so ``guarded`` here is ``ours`` there. The best benchpred method
+of each case is read from the same file.
+
+    python tools/bench_outside_blend.py --jobs 2      # about 25 minutes on 2 idle cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_balanced_guarded import matrix_of
+from bench_peers import DATA, PEERS, PSN, V1, V1_ALL, V2, Cell, cell_rows, split_matrices
+from cell_scoring import interval_metrics
+from tqdm.auto import tqdm
+from worker_pool import worker_pool
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
+from lmeval_microbench.build import build_bundle
+from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.outside.guard import W_MIN
+
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = ("guarded", "blend", "outside_only", "by_weight")
+TARGET_BUDGETS = (25, 50, 100)
+LEVEL = 0.1
+"""A case is level with the peers where its MAE is at most the best peer's + 0.1 points."""
+
+Readout = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def cell_of(key: str) -> Cell:
+    matrix, population, protocol, budget, seed = key.split("/")
+    return Cell(matrix, population, protocol, int(budget), int(seed))
+
+
+def guarded_cells(peers: dict[str, dict[str, Any]], matrices: set[str]) -> list[tuple]:
+    """(cell, method, interval factor) of every suite cell whose ``ours`` reads ``guarded``."""
+    found = []
+    for key, methods in peers.items():
+        ours = methods.get("ours") or {}
+        method, _, estimator = str(ours.get("recipe", "")).partition("+")
+        cell = cell_of(key)
+        if estimator == "guarded" and cell.matrix in matrices:
+            found.append((cell, method, float(ours.get("widen", 1.0))))
+    return found
+
+
+def variants(guarded: Readout, blend: Readout, weight: np.ndarray) -> dict[str, Readout]:
+    """Each variant's value, lower and upper end from the two estimators' readouts."""
+    outside = weight > W_MIN
+    move = np.clip((weight - W_MIN) / (1 - W_MIN), 0.0, 1.0)
+    return {
+        "guarded": guarded,
+        "blend": blend,
+        "outside_only": tuple(np.where(outside, b, g) for g, b in zip(guarded, blend, strict=True)),
+        "by_weight": tuple(g + move * (b - g) for g, b in zip(guarded, blend, strict=True)),
+    }
+
+
+def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
+    """The cell's recipe rebuilt with ``guarded`` and ``blend``; every variant scored."""
+    data, cell, method, widen = task
+    values, truth, ids = matrix_of(cell.matrix, data)
+    rows = cell_rows(truth, cell, V1_ALL)
+    source, target = split_matrices(values, ids, rows)
+    started = time.perf_counter()
+    chosen = {"method": method, "budget": cell.budget, "estimator": "guarded"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_bundle(
+            source,
+            truth[rows[0]],
+            name=cell.key,
+            benchmark=cell.matrix,
+            method=method,
+            budget=cell.budget,
+            seed=cell.seed,
+            estimators=["guarded", "blend"],
+            default_estimator="guarded",
+            choice={"chosen": {**chosen, "interval_widen": widen}},
+        )
+        answers = target.select_items(bundle.item_ids)
+        readouts = {}
+        for name in ("guarded", "blend"):
+            estimator = estimator_from_state(bundle.estimator_state(name))
+            readouts[name] = tuple(np.asarray(x) for x in estimator.estimate_matrix(answers)[:3])
+            if name == "guarded":
+                weight = estimator.outside_weight(answers.values)
+    scored = variants(readouts["guarded"], readouts["blend"], weight)
+    return {
+        "key": cell.key,
+        "case": [cell.matrix, cell.population, cell.protocol, cell.budget],
+        "recipe": f"{method}+guarded",
+        "outside_share": float(np.mean(weight > W_MIN)),
+        **{name: interval_metrics(*scored[name], truth[rows[1]]) for name in VARIANTS},
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per case, the means over its seeds of every variant and of the best benchpred method."""
+    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[tuple(row["case"])].append(row)
+    out = []
+    for case, members in sorted(grouped.items()):
+        entry: dict[str, Any] = {"case": list(case), "seeds": len(members)}
+        entry["outside_share"] = float(np.mean([m["outside_share"] for m in members]))
+        for name in VARIANTS:
+            for key in ("mae", "coverage", "width"):
+                entry[f"{name}_{key}"] = float(np.mean([m[name][key] for m in members]))
+        peer_mae = defaultdict(list)
+        for member in members:
+            for peer, found in peers[member["key"]].items():
+                if peer in PEERS and found.get("mae") is not None:
+                    peer_mae[peer].append(found["mae"])
+        complete = {p: float(np.mean(v)) for p, v in peer_mae.items() if len(v) == len(members)}
+        best = min(complete, key=complete.__getitem__, default=None)
+        entry["best_peer"], entry["best_peer_mae"] = best, complete.get(best)
+        out.append(entry)
+    return out
+
+
+def group_of(case: list[Any]) -> str:
+    matrix, population, protocol, _ = case
+    family = "v2" if matrix in V2 else "v1" if matrix in V1 else "other"
+    sources = "all sources" if population == "all" else "25-100 sources"
+    return f"{family}, {protocol}, {sources}"
+
+
+def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per family x protocol x population, over the target budgets' cases with a peer: each
+    variant's mean MAE, cases level with the best peer, and coverage range."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in entries:
+        if entry["best_peer_mae"] is not None and entry["case"][3] in TARGET_BUDGETS:
+            grouped[group_of(entry["case"])].append(entry)
+    out = []
+    for name, members in sorted(grouped.items()):
+        group: dict[str, Any] = {"group": name, "cases": len(members)}
+        group["best_peer_mae"] = float(np.mean([m["best_peer_mae"] for m in members]))
+        for variant in VARIANTS:
+            maes = [m[f"{variant}_mae"] for m in members]
+            coverage = [m[f"{variant}_coverage"] for m in members]
+            group[f"{variant}_mae"] = float(np.mean(maes))
+            group[f"{variant}_level"] = sum(
+                mae <= m["best_peer_mae"] + LEVEL for mae, m in zip(maes, members, strict=True)
+            )
+            group[f"{variant}_coverage"] = [min(coverage), max(coverage)]
+        out.append(group)
+    return out
+
+
+def reproduced(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> float:
+    """The largest gap, in points, between rebuilt ``guarded`` and the suite's ``ours`` MAE."""
+    return max(abs(r["guarded"]["mae"] - peers[r["key"]]["ours"]["mae"]) for r in rows)
+
+
+def markdown(entries: list[dict[str, Any]], groups: list[dict[str, Any]], info: dict) -> str:
+    names = " | ".join(f"{v} MAE | level | cov" for v in VARIANTS)
+    lines = [
+        "# Blending `similar` into `guarded` for models outside the sources",
+        "",
+        f"Generated by `{info['command']}` ({info['minutes']:.0f} min, load average "
+        f"{info['load_average'][0]:.1f} -> {info['load_average'][1]:.1f}, 2 shared cores). "
+        f"{info['cells']} cells of `bench/peers.json` whose default build reads `guarded` (psn "
+        "blocks left out: their default is the blend), each rebuilt with its recipe, seed and "
+        "interval factor. `guarded` is the shipped estimator (rebuilt, its MAE differs from "
+        f"the suite's `ours` by at most {info['reproduced']:.1e} points on a cell); `blend` the "
+        "mean of `guarded` and `similar`; `outside_only` the blend where the guard's outside "
+        "weight `w` exceeds `W_MIN` (0.05); `by_weight` `guarded` moved towards the blend by "
+        "`(w - W_MIN) / (1 - W_MIN)`. MAE in points, means over seeds; level: at most the best "
+        "benchpred method's MAE + 0.1; cov: the range of the cases' 90 % coverage. Summary "
+        "over 25, 50 and 100 items.",
+        "",
+        f"| cases | n | best peer MAE | {names} |",
+        "|---|---:|---:|" + "---:|---:|---|" * len(VARIANTS),
+    ]
+    for g in groups:
+        cells = " | ".join(
+            f"{g[f'{v}_mae']:.2f} | {g[f'{v}_level']} | "
+            f"{g[f'{v}_coverage'][0]:.2f}-{g[f'{v}_coverage'][1]:.2f}"
+            for v in VARIANTS
+        )
+        lines.append(f"| {g['group']} | {g['cases']} | {g['best_peer_mae']:.2f} | {cells} |")
+    lines += [
+        "",
+        "| matrix | sources | protocol | budget | seeds | outside | "
+        + " | ".join(f"{v} | cov | width" for v in VARIANTS)
+        + " | best peer |",
+        "|---|---|---|---:|---:|---:|" + "---:|---:|---:|" * len(VARIANTS) + "---|",
+    ]
+    for e in entries:
+        matrix, population, protocol, budget = e["case"]
+        cells = " | ".join(
+            f"{e[f'{v}_mae']:.2f} | {e[f'{v}_coverage']:.2f} | {e[f'{v}_width']:.1f}"
+            for v in VARIANTS
+        )
+        best = f"{e['best_peer']} {e['best_peer_mae']:.2f}" if e["best_peer"] else "-"
+        lines.append(
+            f"| {matrix} | {population} | {protocol} | {budget} | {e['seeds']} | "
+            f"{e['outside_share']:.2f} | {cells} | {best} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--matrices", default=",".join(V2 + V1))
+    parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    matrices = set(args.matrices.split(",")) - set(PSN)
+    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
+    tasks = [(args.data, *found) for found in guarded_cells(peers, matrices)]
+    if not tasks:
+        sys.exit(f"no cell of {args.peers} reads guarded on {args.matrices}")
+    with worker_pool(args.jobs) as pool:
+        rows = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
+    entries = cases(rows, peers)
+    groups = summary(entries)
+    info = {
+        "command": "python tools/bench_outside_blend.py " + " ".join(argv or sys.argv[1:]),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "minutes": (time.perf_counter() - started) / 60,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "cells": len(rows),
+        "reproduced": reproduced(rows, peers),
+    }
+    payload = {"info": info, "summary": groups, "cases": entries, "cells": rows}
+    write_json_atomic(args.out / "outside_blend.json", payload)
+    write_text_if_changed(args.out / "outside_blend.md", markdown(entries, groups, info))
+    print(f"wrote {args.out / 'outside_blend.md'} ({len(rows)} cells)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
