@@ -42,7 +42,7 @@ def test_a_rebuilt_cell_reproduces_the_suite_and_is_set_beside_its_peers(shared_
     cell = tool.cell_of(key)
     # the suite's own number for this cell, from the tool's rebuild with the same recipe
     row = tool.measure_cell((shared_data, cell, "balanced", 1.0))
-    ours = {"mae": row["guarded"]["mae"], "recipe": "balanced+guarded", "widen": 1.0}
+    ours = {**row["guarded"], "recipe": "balanced+guarded", "widen": 1.0}
     methods = {"ours": ours, "lasso": {"mae": 2.0}, "aipw": {"mae": 9.0}}
     peers = tmp_path / "peers.json"
     peers.write_text(json.dumps({"cells": [{"key": key, "methods": methods}]}))

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 from bench_balanced_guarded import matrix_of
-from bench_peers import DATA, PEERS, PSN, V1, V1_ALL, V2, Cell, cell_rows, split_matrices
+from bench_peers import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, split_matrices
+from bench_similar import group_of, peer_means
 from cell_scoring import interval_metrics
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -137,23 +138,10 @@ def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[
         for name in VARIANTS:
             for key in ("mae", "coverage", "width"):
                 entry[f"{name}_{key}"] = float(np.mean([m[name][key] for m in members]))
-        peer_mae = defaultdict(list)
-        for member in members:
-            for peer, found in peers[member["key"]].items():
-                if peer in PEERS and found.get("mae") is not None:
-                    peer_mae[peer].append(found["mae"])
-        complete = {p: float(np.mean(v)) for p, v in peer_mae.items() if len(v) == len(members)}
-        best = min(complete, key=complete.__getitem__, default=None)
-        entry["best_peer"], entry["best_peer_mae"] = best, complete.get(best)
+        best = peer_means([peers[m["key"]] for m in members])
+        entry["best_peer"], entry["best_peer_mae"] = best["best_peer"], best["best_peer_mae"]
         out.append(entry)
     return out
-
-
-def group_of(case: list[Any]) -> str:
-    matrix, population, protocol, _ = case
-    family = "v2" if matrix in V2 else "v1" if matrix in V1 else "other"
-    sources = "all sources" if population == "all" else "25-100 sources"
-    return f"{family}, {protocol}, {sources}"
 
 
 def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
