@@ -29,7 +29,7 @@ SECTIONS = [
     ("peers_inside_lasso.md", "tools/peers_compare.py"),
     ("shipped_v2_change.md", "tools/shipped_v2_change.py"),
     ("guard_variants.md", "tools/bench_guard_variants.py"),
-    ("outside_blend.md", "tools/bench_outside_blend.py"),
+    ("outside_estimates.md", "tools/bench_outside_estimates.py"),
     ("peers_minq_above.md", "tools/peers_compare.py"),
     ("gaps.md", "tools/bench_gaps.py"),
     ("item_pools.md", "tools/bench_item_pools.py"),
