@@ -48,9 +48,10 @@ from typing import Any
 
 import numpy as np
 from bench_balanced_guarded import matrix_of
+from bench_guard_cost import cell_of
 from bench_peers import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, split_matrices
 from bench_similar import group_of, peer_means
-from cell_scoring import interval_metrics
+from cell_scoring import interval_metrics, rows_by_case
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -58,8 +59,7 @@ from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.estimators import estimator_from_state
 from lmeval_microbench.estimators.guarded import GuardedEstimator
-from lmeval_microbench.outside.guard import REACH_Z, W_MIN
-from lmeval_microbench.outside.readings.base import se_floor
+from lmeval_microbench.outside.guard import W_MIN, spread_below
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("guarded", "blend", "outside_only", "by_weight", "own_below")
@@ -68,11 +68,6 @@ LEVEL = 0.1
 """A case is level with the peers where its MAE is at most the best peer's + 0.1 points."""
 
 Readout = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def cell_of(key: str) -> Cell:
-    matrix, population, protocol, budget, seed = key.split("/")
-    return Cell(matrix, population, protocol, int(budget), int(seed))
 
 
 def guarded_cells(peers: dict[str, dict[str, Any]], matrices: set[str]) -> list[tuple]:
@@ -88,15 +83,15 @@ def guarded_cells(peers: dict[str, dict[str, Any]], matrices: set[str]) -> list[
 
 
 def wholly_below(estimator: GuardedEstimator, values: np.ndarray) -> np.ndarray:
-    """The own-level reading's value where its whole spread (``value +- REACH_Z se``) lies
-    under the weakest source, as in ``reached_below``; NaN elsewhere, and everywhere where the
+    """The own-level reading's value where its whole spread lies under the weakest source
+    (:func:`~lmeval_microbench.outside.guard.spread_below`, where ``reached_below`` reaches);
+    NaN elsewhere, and everywhere where the
     estimator has no such reading (a target that is not the matrix mean)."""
     if estimator.reach_ is None:
         return np.full(len(values), np.nan)
     inner = estimator.inner_.predict_rows(values, 0.9)[0]
-    value, se = estimator.reach_.read(values, inner)
-    below = value + REACH_Z * se_floor(np.asarray(se, dtype=np.float64)) < estimator.bottom_
-    return np.where(below, value, np.nan)
+    own = estimator.reach_.read(values, inner)
+    return np.where(spread_below(own, estimator.bottom_), own[0], np.nan)
 
 
 def variants(
@@ -123,7 +118,6 @@ def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
     rows = cell_rows(truth, cell, V1_ALL)
     source, target = split_matrices(values, ids, rows)
     started = time.perf_counter()
-    chosen = {"method": method, "budget": cell.budget, "estimator": "guarded"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bundle = build_bundle(
@@ -136,7 +130,14 @@ def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
             seed=cell.seed,
             estimators=["guarded", "blend"],
             default_estimator="guarded",
-            choice={"chosen": {**chosen, "interval_widen": widen}},
+            choice={  # the suite's interval factor for its chosen recipe, as --method auto's
+                "chosen": {
+                    "method": method,
+                    "budget": cell.budget,
+                    "estimator": "guarded",
+                    "interval_widen": widen,
+                }
+            },
         )
         answers = target.select_items(bundle.item_ids)
         readouts = {}
@@ -160,11 +161,8 @@ def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
 
 def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per case, the means over its seeds of every variant and of the best benchpred method."""
-    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[tuple(row["case"])].append(row)
     out = []
-    for case, members in sorted(grouped.items()):
+    for case, members in sorted(rows_by_case(rows).items()):
         entry: dict[str, Any] = {"case": list(case), "seeds": len(members)}
         for share in ("outside_share", "below_share"):
             entry[share] = float(np.mean([m[share] for m in members]))

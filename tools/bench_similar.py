@@ -43,7 +43,7 @@ from bench_peers import (
     seed_range,
     split_matrices,
 )
-from cell_scoring import interval_metrics, points
+from cell_scoring import interval_metrics, points, rows_by_case
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -93,11 +93,8 @@ def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
 
 def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per case, means over its seeds of ``similar`` and of the peer suite's methods."""
-    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[tuple(row["case"])].append(row)
     out = []
-    for case, members in grouped.items():
+    for case, members in rows_by_case(rows).items():
         entry: dict[str, Any] = {"case": list(case), "seeds": len(members)}
         for key in ("mae", "bias", "coverage", "width"):
             entry[f"similar_{key}"] = float(np.mean([m[key] for m in members]))

@@ -1,12 +1,15 @@
 """What the benchmark scripts compute alike for one split: the audit size a share of the budget
 asks for, the errors and interval coverage of a recipe's estimates of the held-out models, and
-how a report writes a number of points that may be missing.
+how a report writes a number of points that may be missing, and a report's rows grouped by case.
 
 Shared by ``bench_peers`` (``ours_audit``), ``bench_similar``, ``bench_audit_split``,
 ``bench_guard_cost``, ``bench_small_sources`` and ``v1_extrapolation``.
 """
 
 from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -35,3 +38,12 @@ def interval_metrics(
 def points(value: float | None) -> str:
     """A number of points for a report table, ``-`` where there is none."""
     return "-" if value is None else f"{value:.2f}"
+
+
+def rows_by_case(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    """A report's cell rows grouped by their ``case`` (matrix, population, protocol, budget):
+    the seeds a case's means are taken over."""
+    grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[tuple(row["case"])].append(row)
+    return grouped

@@ -28,6 +28,7 @@ from .guard import (
     guarded_interval,
     reached,
     reached_below,
+    spread_below,
 )
 from .readings import READINGS, Reading, SourceView, make_reading
 
@@ -43,4 +44,5 @@ __all__ = [
     "make_reading",
     "reached",
     "reached_below",
+    "spread_below",
 ]

@@ -211,6 +211,15 @@ def _reach_spread(reading: tuple[np.ndarray, np.ndarray], z: float) -> tuple[np.
     return np.asarray(value, dtype=np.float64), z * se_floor(np.asarray(se, dtype=np.float64))
 
 
+def spread_below(
+    reading: tuple[np.ndarray, np.ndarray], bottom: float, z: float = REACH_Z
+) -> np.ndarray:
+    """Rows whose reading's whole spread ``value +- z se`` lies below ``bottom``, the weakest
+    source's score: where :func:`reached_below` reaches."""
+    value, spread = _reach_spread(reading, z)
+    return value + spread < bottom
+
+
 def reached(
     upper: np.ndarray,
     reading: tuple[np.ndarray, np.ndarray],
@@ -257,7 +266,7 @@ def reached_below(
     every source, not rerun); no estimate moved."""
     value, spread = _reach_spread(reading, z)
     low = np.maximum(value - spread, 0.0)
-    return np.where(value + spread < bottom, np.minimum(lower, low), lower)
+    return np.where(spread_below(reading, bottom, z), np.minimum(lower, low), lower)
 
 
 def guarded_interval(
