@@ -22,6 +22,7 @@ from .estimators import (
     make_estimator,
 )
 from .estimators._fitting import MIN_SOURCE_MODELS
+from .estimators.missing import inflation_draws
 from .gaps import complete_core
 from .irt import fit_source_irt
 from .personfit import build_spec, lowest_score
@@ -119,14 +120,13 @@ def build_bundle(
     )
     if cross_fits and cross_fit_folds(source.n_models) == 0:
         _note_not_cross_fitted(method, source)
-    person_fit = build_spec(
-        irt,
-        source.values[:, source.item_positions(subset.item_ids)],
-        subset.item_ids,
-        target,
-        chance,
-    )
+    person_fit = build_spec(source, subset.item_ids, target, chance, irt_model=irt_model, seed=seed)
     fitted = []
+    draws = inflation_draws(  # the partial runs every estimator's inflation is measured on
+        irt.subset(list(subset.item_ids)),
+        source.values[:, source.item_positions(subset.item_ids)],
+        seed,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
@@ -136,7 +136,8 @@ def build_bundle(
             estimator.with_floor(lowest_score(person_fit))
             if estimator_name not in cross_fits:
                 estimator.widen_intervals(choice_widen(choice, method, budget, estimator_name))
-            fitted.append(estimator.with_imputation(irt).calibrate_missing(source, seed=seed))
+            estimator.with_imputation(irt).calibrate_missing(source, seed=seed, draws=draws)
+            fitted.append(estimator)
     _warn_once_for_all(caught)
     cv_mae = {est.name: float(est.cv_mae_) for est in fitted}
     reliability = {

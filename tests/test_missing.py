@@ -13,7 +13,12 @@ from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle import load_bundle
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import ESTIMATORS, estimator_from_state
-from lmeval_microbench.estimators.missing import inflation_of, is_prefix, keep_pattern
+from lmeval_microbench.estimators.missing import (
+    inflation_draws,
+    inflation_of,
+    is_prefix,
+    keep_pattern,
+)
 from lmeval_microbench.harness import include_path
 from lmeval_microbench.irt import estimate_abilities, posterior_draws
 from lmeval_microbench.irt.params import ItemParams
@@ -121,6 +126,27 @@ def test_inflation_survives_the_state_and_bad_states_are_refused(world):
     for broken in ({"fractions": [0.5]}, {**state["missing_inflation"], "first": [0.5, 1, 1]}):
         with pytest.raises(InputError, match="missing_inflation"):
             estimator_from_state({**state, "missing_inflation": broken})
+
+
+def test_shared_draws_give_each_estimator_its_own_factors():
+    """A build draws the partial runs once for all its estimators: each estimator's factors
+    are those it measures on draws of its own, and draws of other items are not used."""
+    matrix, truth = two_block_world(seed=2)
+    source = matrix.select_models(matrix.model_ids[:300])
+    bundle = build_bundle(
+        source, truth[:300], name="b", benchmark="toy", method="random", budget=20, seed=1,
+        estimators=["mean", "kridge"], default_estimator="kridge",
+    )  # fmt: skip
+    values = source.values[:, source.item_positions(bundle.item_ids)]
+    shared = inflation_draws(bundle.irt.subset(list(bundle.item_ids)), values, seed=1)
+    other = inflation_draws(bundle.irt.subset(list(bundle.item_ids[::-1])), values, seed=1)
+    for name in ("mean", "kridge"):
+        estimator = bundle_estimator(bundle, name)
+        alone = estimator.calibrate_missing(source, seed=1).missing_inflation_
+        assert alone == estimator.calibrate_missing(source, 1, shared).missing_inflation_
+        assert alone == estimator.calibrate_missing(source, 1, other).missing_inflation_
+        assert alone == bundle_estimator(bundle, name).missing_inflation_
+    assert bundle_estimator(bundle, "mean").missing_inflation_ != alone  # factors differ
 
 
 def test_prefix_patterns_use_the_prefix_curve():

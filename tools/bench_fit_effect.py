@@ -33,7 +33,17 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import DATA, MATRICES, PSN, REPO, Cell, build_ours, cell_rows, load_matrix
+from bench_peers import (
+    DATA,
+    MATRICES,
+    PSN,
+    REPO,
+    Cell,
+    build_ours,
+    cell_rows,
+    load_matrix,
+    split_matrices,
+)
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -89,9 +99,8 @@ def run_cell(
     raw = estimator_from_state(bundle.estimator_state()).estimate_matrix(subset)
     parts = {"stand-in": checked_part(bundle, target, truth[rows[1]], raw, recipe)}
     if chance is not None:
-        columns = [ids.index(item) for item in bundle.item_ids]
-        source_values = values[np.ix_(rows[0], columns)]
-        spec = build_spec(bundle.irt, source_values, bundle.item_ids, truth[rows[0]], chance)
+        source, _ = split_matrices(values, ids, rows)
+        spec = build_spec(source, bundle.item_ids, truth[rows[0]], chance, seed=cell.seed)
         given = replace(bundle, person_fit=spec)
         parts["given"] = checked_part(given, target, truth[rows[1]], raw, recipe)
     return parts

@@ -308,8 +308,7 @@ def add_person_fit(out: Path, data: Path, names: list[str]) -> None:
                 f"{data}; rebuild it instead"
             )
         ids = list(bundle.item_ids)
-        values = source.values[:, source.item_positions(ids)]
-        spec = build_spec(bundle.irt, values, ids, target, item_chance(bm, docs))
+        spec = build_spec(source, ids, target, item_chance(bm, docs), seed=SEED)
         save_bundle(replace(bundle, person_fit=spec), folder, overwrite=True)
         print(
             f"{name:<11} l_z* threshold {spec.lz_threshold:.2f}, chance score "

@@ -71,7 +71,7 @@ def add_person_fit(folder: Path, source: ResponseMatrix, truth, chance) -> None:
     bundle = load_bundle(folder)
     if source.fingerprint() != bundle.provenance.source_sha256:
         raise InputError(f"{folder}: pool {bundle.name!r} was built from another source matrix")
-    spec = pool_person_fit(bundle.irt, source, truth, chance)
+    spec = pool_person_fit(source, truth, chance, seed=SEED)
     save_bundle(replace(bundle, person_fit=spec), folder, overwrite=True)
     print(
         f"{folder.name:<11} l_z* threshold {spec.lz_threshold:.2f}, chance score "

@@ -83,6 +83,7 @@ SECTIONS = [
     ("random_models.md", "tools/bench_random_models.py"),
     ("random_weights.md", "tools/bench_random_weights.py"),
     ("personfit.md", "tools/bench_personfit.py"),
+    ("personfit_sources.md", "tools/bench_personfit_sources.py"),
     ("fit_effect.md", "tools/bench_fit_effect.py"),
     ("fractional_fit.md", "tools/bench_fractional_fit.py"),
     ("wall_time.md", "tools/bench_wall_time.py"),

@@ -369,7 +369,7 @@ def build_pool(
     the floor of the intervals of runs below the sources (:meth:`.scoring.ScoreMap.with_floor`).
     """
     irt = fit_source_irt(source, seed=seed)
-    person_fit = pool_person_fit(irt, source, truth, chance)  # a bad chance: before the replays
+    person_fit = pool_person_fit(source, truth, chance, seed=seed)  # a bad chance: before replays
     _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator, irt=irt)
     state = replace(state, score_map=state.score_map.with_floor(lowest_score(person_fit)))
     subset = Subset(
@@ -478,15 +478,16 @@ def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:
 
 
 def pool_person_fit(
-    irt: ItemParams,
     source: ResponseMatrix,
     truth: np.ndarray,
     chance: float | Mapping[ItemId, float] | None,
+    seed: int = 0,
 ) -> PersonFitSpec:
     """A pool's ``person_fit`` block: the l_z* threshold from its source models' whole
     answer patterns (l_z* is standardised for the items a run answered, so it carries over
-    to the 10-50 items of an adaptive run) and the chance levels of every pool item."""
-    return build_spec(irt, source.values, list(source.item_ids), truth, chance)
+    to the 10-50 items of an adaptive run) and the chance levels of every pool item; ``seed``
+    is the one the pool's IRT was fitted with."""
+    return build_spec(source, list(source.item_ids), truth, chance, seed=seed)
 
 
 # ---------------------------------------------------------------------------- estimating

@@ -53,7 +53,13 @@ from ._fitting import (
     usable_models,
 )
 from .finite import FinitePopulation
-from .missing import fit_inflation, inflation_state, predict_with_imputation
+from .missing import (
+    InflationDraws,
+    fit_inflation,
+    inflation_draws,
+    inflation_state,
+    predict_with_imputation,
+)
 
 if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
     from typing_extensions import Self
@@ -402,17 +408,18 @@ class ScoreEstimator(ABC):
         self.band_ = self.band_.widened(factor)
         return self
 
-    def calibrate_missing(self, source: ResponseMatrix, seed: int = 0) -> Self:
-        """Measure on the source models how much wider partial-run intervals must be.
-
-        Needs imputation parameters (:meth:`with_imputation`); see
-        :func:`.missing.fit_inflation`. Returns ``self``; the factors are saved in the state.
-        """
+    def calibrate_missing(
+        self, source: ResponseMatrix, seed: int = 0, draws: InflationDraws | None = None
+    ) -> Self:
+        """How much wider partial-run intervals must be (:func:`.missing.fit_inflation`), on
+        ``draws`` shared by a build's estimators (drawn here if None or of other items)."""
         params = self._imputation_params()
         if params is None:
             raise InputError(f"{self.name}: calibrate_missing needs IRT parameters of the subset")
-        values = source.values[:, source.item_positions(self.item_ids_)]
-        self.missing_inflation_ = fit_inflation(self, params, values, seed) or None
+        if draws is None or draws.item_ids != self.item_ids_:
+            values = source.values[:, source.item_positions(self.item_ids_)]
+            draws = inflation_draws(params, values, seed)
+        self.missing_inflation_ = fit_inflation(self, draws) or None
         return self
 
     def _imputation_params(self) -> ItemParams | None:

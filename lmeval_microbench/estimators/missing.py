@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -182,37 +183,73 @@ def inflation_of(inflation: dict[str, list[float]] | None, values: np.ndarray) -
     )
 
 
-def fit_inflation(
-    estimator: Imputable, params: ItemParams, values: np.ndarray, seed: int = 0
-) -> dict[str, list[float]]:
-    """Factor by which the spread of the draws understates the imputation error, per share kept.
+@dataclass(frozen=True)
+class InflationDraws:
+    """The partial runs :func:`fit_inflation` scores an estimator on, and their completions.
 
-    On up to ``CALIBRATION_MODELS`` source models scored on every subset item, for the first
-    ``k`` and ``k`` random items (``k`` from ``CALIBRATION_FRACTIONS``): the mean squared gap
-    between the full-run estimate and the mean of the draws, over the mean variance of the
-    draws; never below 1. In-sample on purpose: both estimates share the fitted head, so the
-    ratio measures the imputation model only (on held-out leaderboard models it came out the
-    same or slightly lower, see ``tools/bench_missing.py``).
+    They depend on the subset's IRT parameters, the source answers and the seed only, not on
+    the estimator, so a build draws them once for all its estimators. Drawn anew for each of
+    the eleven, a default build at 50 items took 40 s on IFEval and 48 s on MuSR; drawn once,
+    35 and 39 s, the bundles unchanged (``bench/build_speed_before_shared_draws.md``,
+    ``bench/build_speed.md``: one session, the later run also with the held-out person-fit
+    threshold, :mod:`..personfit.held_out`).
     """
+
+    item_ids: tuple[ItemId, ...]
+    rows: np.ndarray
+    """Complete source rows (models, subset items) the factor is measured on."""
+    completions: dict[tuple[str, float], np.ndarray]
+    """Per (pattern kind, share kept): every row's ``CALIBRATION_DRAWS`` imputed completions,
+    stacked row by row ((models x draws), subset items)."""
+
+
+def inflation_draws(params: ItemParams, values: np.ndarray, seed: int = 0) -> InflationDraws | None:
+    """Partial runs of up to ``CALIBRATION_MODELS`` source models scored on every subset item
+    (columns of ``values``: the items of ``params``, in order), for the first ``k`` and ``k``
+    random items (``k`` from ``CALIBRATION_FRACTIONS``), each completed ``CALIBRATION_DRAWS``
+    times; None with fewer than ``MIN_CALIBRATION_ROWS`` complete rows."""
     rng = np.random.default_rng(seed)
     complete = values[~np.isnan(values).any(axis=1)]
     if len(complete) < MIN_CALIBRATION_ROWS:
-        return {}
+        return None
     n_models = min(
         CALIBRATION_MODELS, max(MIN_CALIBRATION_ROWS, CALIBRATION_ITEM_MODELS // values.shape[1])
     )
     rows = complete[rng.permutation(len(complete))[:n_models]]
-    full = estimator.predict_rows(rows, 0.9)[0]
+    item_ids = tuple(params.item_ids)
     n_items = rows.shape[1]
+    completions = {}
+    for kind in ("first", "random"):
+        for fraction in CALIBRATION_FRACTIONS:
+            keep = min(n_items - 1, max(1, round(fraction * n_items)))
+            partial = keep_pattern(rows, kind, keep, rng)
+            completions[(kind, fraction)] = np.concatenate(
+                [impute_rows(params, item_ids, row, CALIBRATION_DRAWS) for row in partial]
+            )
+    return InflationDraws(item_ids, rows, completions)
+
+
+def fit_inflation(estimator: Imputable, draws: InflationDraws | None) -> dict[str, list[float]]:
+    """Factor by which the spread of the draws understates the imputation error, per share kept.
+
+    On the partial runs of ``draws`` (:func:`inflation_draws`): the mean squared gap between
+    the full-run estimate and the mean of the draws, over the mean variance of the draws;
+    never below 1. In-sample on purpose: both estimates share the fitted head, so the ratio
+    measures the imputation model only (on held-out leaderboard models it came out the same or
+    slightly lower, see ``tools/bench_missing.py``). Empty without draws.
+    """
+    if draws is None:
+        return {}
+    full = estimator.predict_rows(draws.rows, 0.9)[0]
     curves: dict[str, list[float]] = {"fractions": list(CALIBRATION_FRACTIONS)}
     for kind in ("first", "random"):
         factors = []
         for fraction in CALIBRATION_FRACTIONS:
-            keep = min(n_items - 1, max(1, round(fraction * n_items)))
-            partial = keep_pattern(rows, kind, keep, rng)
-            draws = _imputed_draws(estimator, params, partial, 0.9, CALIBRATION_DRAWS)[0]
-            gap = np.mean((full - draws.mean(axis=1)) ** 2)
-            spread = np.mean(draws.var(axis=1, ddof=1))
+            stacked = draws.completions[(kind, fraction)]
+            values = estimator.predict_rows(stacked, 0.9)[0]
+            values = values.reshape(draws.rows.shape[0], CALIBRATION_DRAWS)
+            gap = np.mean((full - values.mean(axis=1)) ** 2)
+            spread = np.mean(values.var(axis=1, ddof=1))
             factors.append(float(max(1.0, gap / spread)) if spread > 0 else 1.0)
         curves[kind] = factors
     return curves

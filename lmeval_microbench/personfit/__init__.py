@@ -11,8 +11,11 @@ interval can widen to what can honestly be said.
     estimated from the same answers so that it is close to N(0, 1) even on 25 items. Large
     negative values mean the pattern is less likely than the model's own ability predicts:
     hard items right and easy items wrong, near-random answering, a model far outside the
-    source range. The threshold is calibrated on source models (:func:`calibrate_lz_threshold`):
-    their 4 % quantile flags about 5 % of new ordinary models (``bench/personfit.md``).
+    source range. The threshold is the 4 % quantile of the source models' l_z*, each scored by
+    an IRT fitted without it (:func:`.held_out.held_out_lz`), as a new model is scored: it
+    flags about 5 % of new ordinary models (``bench/personfit.md``) also with few sources
+    (``bench/personfit_sources.md``). :func:`calibrate_lz_threshold` takes the quantile of
+    rows scored by the IRT they were fitted with.
 ``guessing_test``
     Likelihood ratio of the answers under the IRT model (marginal over the ability prior)
     against answering at chance (each item right with probability ``chance``, e.g. 1 / number
@@ -38,6 +41,7 @@ from .bundles import (
     fitted_estimate,
     lowest_score,
 )
+from .held_out import held_out_lz
 from .rule import PersonFit, person_fit, widen_for_fit
 from .statistics import (
     CHANCE_FLOOR,
@@ -72,6 +76,7 @@ __all__ = [
     "fit_warning",
     "fitted_estimate",
     "guessing_test",
+    "held_out_lz",
     "lowest_score",
     "lz",
     "person_fit",

@@ -11,14 +11,13 @@ import numpy as np
 from .._types import Estimate, ItemId
 from ..bundle.fit_spec import STAND_IN_RULE, PersonFitSpec
 from ..errors import InputError
-from ..irt import ItemParams
+from ..responses import ResponseMatrix
+from .held_out import held_out_lz
 from .rule import PersonFit, person_fit, widen_for_fit
 from .statistics import (
     DEFAULT_ALPHA,
     DEFAULT_LZ_THRESHOLD,
     DEFAULT_SIMULATIONS,
-    calibrate_lz_threshold,
-    lz,
     population_floor,
 )
 
@@ -30,7 +29,8 @@ BUILD_LZ_QUANTILE = 0.04
 it flags about 4 % of held-out ordinary leaderboard models)."""
 FLOOR_SHARE = 0.05
 """Share of weakest source models whose item rates stand in for chance without choices."""
-MIN_CALIBRATION_ROWS = 20
+MIN_CALIBRATION_ROWS = 10
+"""Source models with a held-out l_z* the threshold needs (a build needs 10 models)."""
 BELOW_CHANCE = 0.05
 """How far under the chance-level score the lowest plausible score lies: near-random models
 are not uniform guessers, and the weakest Open LLM Leaderboard v1 models scored up to 4
@@ -39,19 +39,24 @@ points under chance (ARC 21.0, MMLU 22.9, Winogrande 47.9 against 25, 25 and 50;
 
 
 def build_spec(
-    irt: ItemParams,
-    values: np.ndarray,
+    source: ResponseMatrix,
     item_ids: Sequence[ItemId],
     target: np.ndarray,
     chance: float | Mapping[ItemId, float] | None,
     *,
+    irt_model: str = "2pl",
+    seed: int = 0,
     quantile: float = BUILD_LZ_QUANTILE,
     alpha: float = DEFAULT_ALPHA,
 ) -> PersonFitSpec:
-    """The ``person_fit`` block of a bundle, from its source models' subset answers.
+    """The ``person_fit`` block of a bundle, from its source models' answers on ``item_ids``.
 
-    ``values`` (models, subset items) and ``target`` (their full scores) are the source
-    models'. ``chance``: one chance level for every item (e.g. 0.25), a mapping from item
+    ``source`` is the matrix the bundle's IRT is fitted on (``irt_model``, ``seed``: as
+    :func:`..irt.fit_source_irt` fits it) and ``target`` its models' full scores. The l_z*
+    threshold is the ``quantile`` of the source models' l_z*, each scored by an IRT fitted
+    the same way without it (:func:`.held_out.held_out_lz`), so that it flags about that
+    share of new ordinary models however few the sources are.
+    ``chance``: one chance level for every item (e.g. 0.25), a mapping from item
     id to chance level covering every subset item (the full-benchmark chance score is then
     the mean over all items the mapping gives, ideally the whole benchmark), or None when
     the benchmark has no choices: each item's rate among the weakest
@@ -60,19 +65,28 @@ def build_spec(
     no estimate). A mapping whose subset items share one level is stored as that one number.
     """
     ids = list(item_ids)
+    values = source.values[:, source.item_positions(ids)]
     per_item, score, chance_rule = _build_chance(values, ids, target, chance)
-    finite = np.isfinite(lz(irt, values, ids))
-    if finite.sum() >= MIN_CALIBRATION_ROWS:
-        threshold = calibrate_lz_threshold(irt, values, ids, false_alarm=quantile)
-        lz_rule = f"{100 * quantile:g} % quantile of l_z* over {int(finite.sum())} source models"
-    else:
-        threshold = DEFAULT_LZ_THRESHOLD
-        lz_rule = (
-            f"N(0, 1) 5 % quantile: only {int(finite.sum())} source models with an l_z* "
-            f"(calibrating needs {MIN_CALIBRATION_ROWS})"
-        )
+    threshold, lz_rule = _lz_threshold(
+        held_out_lz(source, ids, irt_model=irt_model, seed=seed), quantile
+    )
     chance_from = "weakest_sources" if chance is None else "given"
     return PersonFitSpec(threshold, alpha, per_item, score, chance_rule, lz_rule, chance_from)
+
+
+def _lz_threshold(held_out: np.ndarray, quantile: float) -> tuple[float, str]:
+    """The misfit threshold from the sources' held-out l_z*, and its rule in words."""
+    finite = held_out[np.isfinite(held_out)]
+    if finite.size < MIN_CALIBRATION_ROWS:
+        return DEFAULT_LZ_THRESHOLD, (
+            f"N(0, 1) 5 % quantile: only {finite.size} source models with an l_z* "
+            f"(calibrating needs {MIN_CALIBRATION_ROWS})"
+        )
+    rule = (
+        f"{100 * quantile:g} % quantile of l_z* over {finite.size} source models, each scored "
+        "by an IRT fitted without it"
+    )
+    return float(np.quantile(finite, quantile)), rule
 
 
 def lowest_score(spec: PersonFitSpec) -> float:
