@@ -112,6 +112,19 @@ def test_estimates_do_not_depend_on_the_other_models_estimated(world):
     assert [part[3] for part in together] == pytest.approx([part[0] for part in alone], abs=0)
 
 
+def test_a_gap_without_allow_missing_is_refused_naming_the_model_the_item_and_the_way_out(world):
+    estimator = bundle_estimator(world["bundle"], "kridge")
+    values = world["values"][:3].copy()
+    values[1, 4] = np.nan
+    matrix = ResponseMatrix(values, ["a", "b", "c"], estimator.item_ids_, source="runs.parquet")
+    item = estimator.item_ids_[4]
+    with pytest.raises(InputError, match=rf"runs.parquet: model 'b' .* item '{item}' \(1 such "):
+        estimator.estimate_matrix(matrix)
+    with pytest.raises(InputError, match="--allow-missing, or allow_missing=True, imputes them"):
+        estimator.estimate_matrix(matrix)
+    assert np.isfinite(estimator.estimate_matrix(matrix, allow_missing=True)[0]).all()
+
+
 def test_allow_missing_without_irt_parameters_is_refused(world):
     bundle = dataclasses.replace(world["bundle"], irt=None)
     estimator = bundle_estimator(bundle, "kridge")

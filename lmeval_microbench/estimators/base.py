@@ -387,10 +387,8 @@ class ScoreEstimator(ABC):
         )
 
     def with_imputation(self, params: ItemParams | None) -> Self:
-        """Let ``allow_missing`` impute unscored items from ``params`` (the bundle's IRT fit).
-
-        Returns ``self``. Parameters that do not cover every subset item are ignored.
-        """
+        """Let ``allow_missing`` impute unscored items from ``params`` (the bundle's IRT fit);
+        ``self``. Parameters that do not cover every subset item are ignored."""
         if params is not None and set(self.item_ids_) <= set(params.item_ids):
             self.imputation_params_ = params.subset(list(self.item_ids_))
         return self
@@ -501,7 +499,8 @@ class ScoreEstimator(ABC):
             rows, cols = np.nonzero(gaps)
             raise InputError(
                 f"{self.name}: {matrix.source}: model {matrix.model_ids[rows[0]]!r} has no "
-                f"score for subset item {self.item_ids_[cols[0]]!r} ({gaps.sum()} such entries)"
+                f"score for subset item {self.item_ids_[cols[0]]!r} ({gaps.sum()} such entries; "
+                "--allow-missing, or allow_missing=True, imputes them, with a wider interval)"
             )
         empty = np.flatnonzero(gaps.all(axis=1))
         if empty.size:
