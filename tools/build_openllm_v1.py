@@ -294,7 +294,8 @@ def add_person_fit(out: Path, data: Path, names: list[str]) -> None:
     """Add or refresh the ``person_fit`` block of the suite's bundles, refitting nothing else.
 
     The source matrix must be the one the bundle was built from (its fingerprint); the block
-    is computed from the bundle's own IRT parameters exactly as a full build computes it.
+    is computed from it exactly as a full build computes it (the l_z* threshold from IRT fits
+    without each source, :func:`lmeval_microbench.personfit.build_spec`).
     """
     for name in names:
         bm = BENCHMARKS[name]
