@@ -86,15 +86,26 @@ def impute_rows(
     return completed
 
 
+def completed_rows(
+    params: ItemParams, item_ids: tuple[str, ...], values: np.ndarray, n_draws: int
+) -> np.ndarray:
+    """``n_draws`` completions of every row of ``values``, stacked row by row (m x n_draws, n)."""
+    return np.concatenate([impute_rows(params, item_ids, row, n_draws) for row in values])
+
+
+def _per_row(
+    estimator: Imputable, stacked: np.ndarray, n_rows: int, level: float
+) -> list[np.ndarray]:
+    """The estimator's ``(value, lower, upper, se)`` on stacked completions: (n_rows, draws)."""
+    return [part.reshape(n_rows, -1) for part in estimator.predict_rows(stacked, level)]
+
+
 def _imputed_draws(
     estimator: Imputable, params: ItemParams, values: np.ndarray, level: float, n_draws: int
 ) -> list[np.ndarray]:
     """The estimator's ``(value, lower, upper, se)`` on each draw: arrays (m, n_draws)."""
-    item_ids = tuple(estimator.item_ids_)
-    stacked = np.concatenate([impute_rows(params, item_ids, row, n_draws) for row in values])
-    return [
-        part.reshape(values.shape[0], n_draws) for part in estimator.predict_rows(stacked, level)
-    ]
+    stacked = completed_rows(params, tuple(estimator.item_ids_), values, n_draws)
+    return _per_row(estimator, stacked, values.shape[0], level)
 
 
 def predict_with_imputation(
@@ -223,8 +234,8 @@ def inflation_draws(params: ItemParams, values: np.ndarray, seed: int = 0) -> In
         for fraction in CALIBRATION_FRACTIONS:
             keep = min(n_items - 1, max(1, round(fraction * n_items)))
             partial = keep_pattern(rows, kind, keep, rng)
-            completions[(kind, fraction)] = np.concatenate(
-                [impute_rows(params, item_ids, row, CALIBRATION_DRAWS) for row in partial]
+            completions[(kind, fraction)] = completed_rows(
+                params, item_ids, partial, CALIBRATION_DRAWS
             )
     return InflationDraws(item_ids, rows, completions)
 
@@ -246,8 +257,7 @@ def fit_inflation(estimator: Imputable, draws: InflationDraws | None) -> dict[st
         factors = []
         for fraction in CALIBRATION_FRACTIONS:
             stacked = draws.completions[(kind, fraction)]
-            values = estimator.predict_rows(stacked, 0.9)[0]
-            values = values.reshape(draws.rows.shape[0], CALIBRATION_DRAWS)
+            values = _per_row(estimator, stacked, draws.rows.shape[0], 0.9)[0]
             gap = np.mean((full - values.mean(axis=1)) ** 2)
             spread = np.mean(values.var(axis=1, ddof=1))
             factors.append(float(max(1.0, gap / spread)) if spread > 0 else 1.0)
