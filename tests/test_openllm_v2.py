@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -230,6 +231,51 @@ def test_build_tool_reproduces_the_shipped_suite(tmp_path, shared_data):
         rebuilt_bundle, shipped_bundle = load_bundle(tmp_path / name), load_bundle(SUITE / name)
         assert rebuilt_bundle.subset.method == shipped_bundle.subset.method
         assert rebuilt_bundle.budget == shipped_bundle.budget
+
+
+def _refreshed_person_fit(command: list[str], shipped: Path, copy: Path) -> None:
+    """Run a tool's person-fit refresh on a copy of ``shipped`` and check that it gives the
+    shipped blocks: the shipped misfit checks are the current rule's, from the data."""
+    shutil.copytree(shipped, copy)
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1764115200"}
+    done = subprocess.run(
+        [sys.executable, *command, "--out", str(copy)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("ifeval", "musr"):
+        rebuilt, kept = (load_bundle(folder / name).person_fit for folder in (copy, shipped))
+        assert rebuilt.lz_rule == kept.lz_rule, name
+        assert rebuilt.lz_threshold == pytest.approx(kept.lz_threshold, abs=1e-6), name
+        assert rebuilt.chance_score == pytest.approx(kept.chance_score, abs=1e-9), name
+
+
+def test_the_shipped_bundles_misfit_checks_are_the_tools(tmp_path, shared_data):
+    tool = str(REPO / "tools" / "build_openllm_v2.py")
+    data = str(shared_data / "openllm_v2")
+    _refreshed_person_fit([tool, "--person-fit", "--data", data], SUITE, tmp_path / "suite")
+
+
+def test_the_shipped_pools_misfit_checks_are_the_tools(tmp_path, shared_data):
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    tool = str(REPO / "tools" / "build_pools.py")
+    data = str(shared_data / "openllm_v2")
+    command = [tool, "--suite", "openllm_v2", "--person-fit", "--data", data]
+    _refreshed_person_fit(command, SHIPPED_POOLS / "openllm_v2", tmp_path / "pools")
+
+
+@pytest.mark.parametrize("suite", ["openllm_v1", "openllm_v2"])
+def test_every_shipped_misfit_check_scores_sources_as_new_models(suite):
+    """One rule everywhere (``personfit.held_out_lz``): no shipped bundle or pool keeps a
+    threshold from its sources scored by the IRT fitted on them."""
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+
+    folders = [*(include_path() / suite).glob("*/"), *(SHIPPED_POOLS / suite).glob("*/")]
+    bundles = [load_bundle(f) for f in folders if (f / "bundle.json").is_file()]
+    assert len(bundles) == 2 * len(SUITES[suite].benchmarks)
+    for bundle in bundles:
+        assert bundle.person_fit.lz_rule.endswith("each scored by an IRT fitted without it")
 
 
 @pytest.mark.parametrize(

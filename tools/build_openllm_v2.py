@@ -20,6 +20,9 @@ For each benchmark of ``lmeval_microbench.benchmarks.SUITES["openllm_v2"]``:
 4. the tasks, the group ``microbench_openllm_v2``, the joint estimator (``joint.json``),
    a README and the licence notice go to ``lmeval_microbench/task_configs/openllm_v2``.
 
+``--person-fit`` refreshes each bundle's ``person_fit`` block from the data and refits
+nothing else: the block a full build writes (:func:`lmeval_microbench.personfit.build_spec`).
+
 Set ``SOURCE_DATE_EPOCH`` for byte-identical rebuilds. The build runs with one BLAS thread,
 so what it writes does not depend on the machine's cores: selectors that fit their own IRT
 model or clusters come out slightly differently with another thread count, and at 50 items
@@ -27,6 +30,7 @@ IFEval's choice went to tinyBenchmarks items with two threads and to random item
 
     python tools/build_openllm_v2.py                     # both, 50 items each
     python tools/build_openllm_v2.py --budget 25 --out /tmp/v2
+    python tools/build_openllm_v2.py --person-fit        # the person-fit blocks only
 """
 
 from __future__ import annotations
@@ -50,12 +54,19 @@ from lmeval_microbench._io import seal_json, write_text_if_changed
 from lmeval_microbench.auto import choose_recipe
 from lmeval_microbench.benchmarks import SUITES, Benchmark, suite_benchmarks
 from lmeval_microbench.build import build_bundle
-from lmeval_microbench.bundle import Bundle, DatasetCoordinates, MetricSpec
+from lmeval_microbench.bundle import (
+    Bundle,
+    DatasetCoordinates,
+    MetricSpec,
+    load_bundle,
+    save_bundle,
+)
 from lmeval_microbench.collect import content_hash
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators.joint import JointEstimator
 from lmeval_microbench.harness import GroupSpec, TaskSpec, write_group, write_task
 from lmeval_microbench.harness.leaderboard_tasks import definition_hashes, leaderboard_folder
+from lmeval_microbench.personfit import build_spec
 from lmeval_microbench.reliability.evaluate import blas_limit
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.runs import JOINT_FILE
@@ -384,6 +395,32 @@ See NOTICE.md for the licences of the items.
 
 
 # ---------------------------------------------------------------------------- main
+def add_person_fit(args: argparse.Namespace) -> int:
+    """Refresh the ``person_fit`` block of the suite's bundles in ``--out``, refitting nothing
+    else. The source matrix must be the one each bundle was built from (its fingerprint)."""
+    readers = {"ifeval": ifeval_docs, "musr": musr_docs}
+    for bm in suite_benchmarks(SUITE.name):
+        folder = args.out / bm.name
+        bundle = load_bundle(folder)
+        source, target = load_matrix(bm, args.data)
+        if source.fingerprint() != bundle.provenance.source_sha256:
+            raise InputError(
+                f"{folder}: bundle {bundle.name!r} was built from another source matrix than "
+                f"{args.data}; rebuild it instead"
+            )
+        chance = item_chance(bm.name, readers[bm.name](args.data))
+        spec = build_spec(
+            source, list(bundle.item_ids), target, chance, irt_model=bundle.irt.model, seed=SEED
+        )
+        save_bundle(replace(bundle, person_fit=spec), folder, overwrite=True)
+        print(
+            f"{bm.name:<7} l_z* threshold {spec.lz_threshold:.2f}, chance score "
+            f"{spec.chance_score:.3f} ({spec.chance_rule})",
+            flush=True,
+        )
+    return 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="openllm_v2 data folder")
@@ -391,6 +428,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget", type=int, default=BUDGET, help="items per benchmark")
     parser.add_argument("--method", help="selection method (default: auto)")
     parser.add_argument("--estimator", help="default estimator (default: auto)")
+    parser.add_argument(
+        "--person-fit",
+        action="store_true",
+        help="only refresh the person-fit blocks of the bundles in --out (no refitting)",
+    )
     args = parser.parse_args(argv)
     if not (args.data / "responses").is_dir():
         parser.error(f"{args.data}: not the openllm_v2 data folder (no responses/)")
@@ -400,7 +442,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with blas_limit(1):  # reproducible on any number of cores (module docstring)
-        return build_suite(args)
+        return add_person_fit(args) if args.person_fit else build_suite(args)
 
 
 def build_suite(args: argparse.Namespace) -> int:

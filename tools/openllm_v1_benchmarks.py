@@ -35,7 +35,6 @@ class Benchmark:
     name: str
     shots: int
     id_field: str
-    prompt_column: str | None
     dataset: DatasetCoordinates
     n_items: int
     spec: TaskSpec
@@ -56,40 +55,40 @@ def _spec(bm: str, hook: str, alias: str, **kwargs: Any) -> TaskSpec:
 
 BENCHMARKS: dict[str, Benchmark] = {
     "arc": Benchmark(
-        "arc", 25, "metabench_idx", "alltwentyfiveshot_longprompt",
+        "arc", 25, "metabench_idx",
         DatasetCoordinates("allenai/ai2_arc", "ARC-Challenge", "test"), 1172,
         _spec("arc", "process_acc_norm", "microbench_arc (25-shot prompts built in)"),
         "ARC-Challenge, 25-shot, acc_norm",
     ),
     "hellaswag": Benchmark(
-        "hellaswag", 10, "metabench_idx", "alltenshot_longprompt",
+        "hellaswag", 10, "metabench_idx",
         DatasetCoordinates("Rowan/hellaswag", None, "validation"), 10042,
         _spec("hellaswag", "process_acc_norm", "microbench_hellaswag (10-shot prompts built in)"),
         "HellaSwag, 10-shot, acc_norm",
     ),
     "mmlu": Benchmark(
-        "mmlu", 5, "mb_sub_idx", "allfiveshot_longprompt",
+        "mmlu", 5, "mb_sub_idx",
         DatasetCoordinates("cais/mmlu", "all", "test"), 14042,
         _spec("mmlu", "process_acc", "microbench_mmlu (5-shot prompts built in)"),
         "MMLU, 5-shot, acc (the estimate is the item-level mean; the leaderboard averaged "
         "the 57 subjects)",
     ),
     "truthfulqa": Benchmark(
-        "truthfulqa", 0, "metabench_idx", None,
+        "truthfulqa", 0, "metabench_idx",
         DatasetCoordinates("truthful_qa", "multiple_choice", "validation"), 817,
         _spec("truthfulqa", "process_mc1", "microbench_truthfulqa (mc1, 0-shot)"),
         "TruthfulQA multiple choice, 0-shot (fixed QA preamble), mc1 (the leaderboard "
         "column is mc2)",
     ),
     "winogrande": Benchmark(
-        "winogrande", 5, "metabench_idx", "allfiveshot_longprompt",
+        "winogrande", 5, "metabench_idx",
         DatasetCoordinates("winogrande", "winogrande_xl", "validation"), 1267,
         _spec("winogrande", "process_acc", "microbench_winogrande (5-shot prompts built in)",
               multiple_input=True),
         "WinoGrande, 5-shot, acc with partial scoring",
     ),
     "gsm8k": Benchmark(
-        "gsm8k", 5, "metabench_idx", "allfiveshot_longprompt",
+        "gsm8k", 5, "metabench_idx",
         DatasetCoordinates("gsm8k", "main", "test"), 1319,
         _spec("gsm8k", "process_gsm8k", "microbench_gsm8k (5-shot prompts built in)",
               output_type="generate_until",

@@ -42,8 +42,6 @@ from .runner import (
 from .selection import make_selector
 from .stopping import StoppingRule
 
-LAUNCHER_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
-
 
 def refuse_multi_process(environ: Mapping[str, str] = os.environ) -> None:
     """An :class:`InputError` under ``accelerate launch``/``torchrun`` with more than one rank."""

@@ -85,18 +85,13 @@ def _load_task(name: str, include_path: str | Path) -> Any:
     return task
 
 
-def ask(lm: Any, pool_task: PoolTask, items: Sequence[ItemId]) -> list[Answer]:
-    """Send the static task's requests for ``items`` in one batch per request type; score them."""
-    return ask_many(lm, [(pool_task, items)])[0]
-
-
 def ask_many(lm: Any, batches: Sequence[tuple[PoolTask, Sequence[ItemId]]]) -> list[list[Answer]]:
     """Ask several pool tasks at once: one model call per request type for all their items.
 
     A step of a run over several benchmarks is then one ``lm.loglikelihood`` (and at most one
     ``lm.generate_until``) call, so a GPU server gets every benchmark's prompts in one batch
-    instead of one benchmark's few at a time. The answers are those :func:`ask` gives task by
-    task: the requests are the same and lm-eval returns responses in request order.
+    instead of one benchmark's few at a time. The answers are those that asking each task alone
+    would give: the requests are the same and lm-eval returns responses in request order.
     """
     names = [pool_task.name for pool_task, _ in batches]
     if len(set(names)) != len(names):

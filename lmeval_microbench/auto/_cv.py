@@ -164,7 +164,7 @@ class SplitScheme:
 
 
 def split_scheme(
-    n_models: int, required: int, folds: int, extrapolation: bool = True, truth_size: int = 0
+    n_models: int, required: int, folds: int, extrapolation: bool = True
 ) -> SplitScheme | None:
     """Folds of ``n_models`` that leave at least ``required`` source models; None if none do.
 

