@@ -223,6 +223,10 @@ def musr_docs(data: Path) -> dict[str, dict[str, Any]]:
     return docs
 
 
+DOC_READERS = {"ifeval": ifeval_docs, "musr": musr_docs}
+"""Each benchmark's reader of its item texts, by name."""
+
+
 def as_lmeval_sees(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The documents after the Arrow round trip of ``load_docs`` (struct fields unified)."""
     import datasets
@@ -398,7 +402,6 @@ See NOTICE.md for the licences of the items.
 def add_person_fit(args: argparse.Namespace) -> int:
     """Refresh the ``person_fit`` block of the suite's bundles in ``--out``, refitting nothing
     else. The source matrix must be the one each bundle was built from (its fingerprint)."""
-    readers = {"ifeval": ifeval_docs, "musr": musr_docs}
     for bm in suite_benchmarks(SUITE.name):
         folder = args.out / bm.name
         bundle = load_bundle(folder)
@@ -408,7 +411,7 @@ def add_person_fit(args: argparse.Namespace) -> int:
                 f"{folder}: bundle {bundle.name!r} was built from another source matrix than "
                 f"{args.data}; rebuild it instead"
             )
-        chance = item_chance(bm.name, readers[bm.name](args.data))
+        chance = item_chance(bm.name, DOC_READERS[bm.name](args.data))
         spec = build_spec(
             source, list(bundle.item_ids), target, chance, irt_model=bundle.irt.model, seed=SEED
         )
@@ -447,11 +450,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_suite(args: argparse.Namespace) -> int:
     specs = {"ifeval": ifeval_spec(), "musr": musr_spec()}
-    readers = {"ifeval": ifeval_docs, "musr": musr_docs}
     built, sources = [], {}
     for bm in suite_benchmarks(SUITE.name):
         started = time.perf_counter()
-        raw = readers[bm.name](args.data)
+        raw = DOC_READERS[bm.name](args.data)
         source, target = load_matrix(bm, args.data)
         lacking = [item for item in source.item_ids if item not in raw]
         if lacking:
