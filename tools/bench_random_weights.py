@@ -10,9 +10,13 @@ the eight shipped pools (``adaptive.interleave.run_task``, one item per step, at
 prefer some options (often the shortest) systematically, so its true score can sit some
 points off the chance score; the check is what a user reads: whether the reported 90 %
 interval contains the chance score, how far the point estimate is from it, and whether the
-estimate is flagged.
+estimate is flagged. IFEval has no choices, so its chance score is the weakest source models'
+score, not what a random generator scores; on IFEval and MuSR the pools hold every item of the
+benchmark, so each model is also run on the whole benchmark and its own score (its truth) is
+checked against its interval. The v1 pools hold metabench's items only: there the chance
+score is the only reference.
 
-    python tools/bench_random_weights.py --models 5
+    python tools/bench_random_weights.py --models 5 --jobs 2
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from worker_pool import worker_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # tiny_models: the random GPT-2 of the tests
@@ -93,6 +98,29 @@ def _adaptive(lm: Any, out: Path, max_items: int) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _whole(lm: Any) -> dict[str, float]:
+    """Each v2 model's score on the whole benchmark: its pool task run on every item.
+
+    The pools of IFEval and MuSR hold every item of the benchmark (541 and 756), so the pool
+    task's metric over all of them is the model's full score, as the v2 matrix's row mean is
+    for the source models.
+    """
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+    from lmeval_microbench.bundle import load_bundle
+
+    manager = TaskManager(include_path=str(SHIPPED_POOLS / "openllm_v2"), include_defaults=False)
+    tasks = [f"microbench_pool_{name}" for name in V2]
+    results = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=manager)["results"]
+    scores = {}
+    for name in V2:
+        metric = load_bundle(SHIPPED_POOLS / "openllm_v2" / name).metric
+        scores[name] = float(results[f"microbench_pool_{name}"][f"{metric.name},{metric.filter}"])
+    return scores
+
+
 def evaluate_model(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
     from lm_eval.models.huggingface import HFLM
     from tiny_models import build_random_gpt2
@@ -104,10 +132,12 @@ def evaluate_model(seed: int, max_items: int, batch_size: int) -> dict[str, Any]
         started = time.perf_counter()
         static = _static(lm, Path(tmp) / "static")
         adaptive = _adaptive(lm, Path(tmp) / "adaptive", max_items)
+        whole = _whole(lm)
     return {
         "seed": seed,
         "static": static,
         "adaptive": adaptive,
+        "whole": whole,
         "seconds": time.perf_counter() - started,
     }
 
@@ -119,19 +149,37 @@ def summary(models: list[dict[str, Any]], run: str) -> list[dict[str, Any]]:
         chance = np.array([f["chance"] for f in found], dtype=float)
         value = np.array([f["value"] for f in found], dtype=float)
         inside = [f["lower"] <= f["chance"] <= f["upper"] for f in found]
-        rows.append(
-            {
-                "benchmark": name,
-                "run": run,
-                "models": len(found),
-                "chance": 100 * float(np.mean(chance)),
-                "subset_mean": 100 * float(np.mean([f["subset_mean"] for f in found])),
-                "contains_chance": 100 * float(np.mean(inside)),
-                "distance": 100 * float(np.mean(np.abs(value - chance))),
-                "flagged": 100 * float(np.mean([f["flagged"] for f in found])),
-            }
-        )
+        row = {
+            "benchmark": name,
+            "run": run,
+            "models": len(found),
+            "chance": 100 * float(np.mean(chance)),
+            "subset_mean": 100 * float(np.mean([f["subset_mean"] for f in found])),
+            "contains_chance": 100 * float(np.mean(inside)),
+            "distance": 100 * float(np.mean(np.abs(value - chance))),
+            "flagged": 100 * float(np.mean([f["flagged"] for f in found])),
+        }
+        row.update(_against_whole([m for m in models if name in m[run]], run, name))
+        rows.append(row)
     return rows
+
+
+def _against_whole(models: list[dict[str, Any]], run: str, name: str) -> dict[str, float]:
+    """Each model's interval against its own whole-benchmark score, where that was run."""
+    if not models or any(name not in m.get("whole", {}) for m in models):
+        return {}
+    whole = np.array([m["whole"][name] for m in models])
+    value, lower, upper = (
+        np.array([m[run][name][k] for m in models]) for k in ("value", "lower", "upper")
+    )
+    inside = (lower <= whole) & (whole <= upper)
+    return {
+        "whole": 100 * float(np.mean(whole)),
+        "whole_min": 100 * float(np.min(whole)),
+        "whole_max": 100 * float(np.max(whole)),
+        "contains_whole": 100 * float(np.mean(inside)),
+        "whole_error": 100 * float(np.mean(np.abs(value - whole))),
+    }
 
 
 def markdown(rows: list[dict[str, Any]], command: str, seconds: float, max_items: int) -> str:
@@ -147,43 +195,79 @@ def markdown(rows: list[dict[str, Any]], command: str, seconds: float, max_items
         f"Static: the shipped micro task's estimate; adaptive: at most {max_items} pool items. "
         "Subset score: the share of asked items the model got right (its own answers, before "
         "any estimator). Contains chance: the share of models whose 90 % interval contains "
-        "the chance score; distance: mean |estimate - chance score| in points.",
+        "the chance score; distance: mean |estimate - chance score| in points. Whole score: "
+        "the models' own score on every item of the benchmark (mean, and range over the "
+        "models); contains whole: the share whose interval contains their own whole score; "
+        "error: mean |estimate - whole score| in points. `-`: the benchmark's whole item set "
+        "is not at hand offline.",
         "",
         "| benchmark | run | models | chance score | subset score | contains chance | "
-        "distance | flagged |",
-        "|---|---|---|---|---|---|---|---|",
+        "distance | whole score | contains whole | error | flagged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        whole = (
+            f"{r['whole']:.1f} ({r['whole_min']:.1f}-{r['whole_max']:.1f}) | "
+            f"{r['contains_whole']:.0f} % | {r['whole_error']:.1f}"
+            if "whole" in r
+            else "- | - | -"
+        )
         lines.append(
             f"| {r['benchmark']} | {r['run']} | {r['models']} | {r['chance']:.1f} | "
             f"{r['subset_mean']:.1f} | {r['contains_chance']:.0f} % | {r['distance']:.1f} | "
-            f"{r['flagged']:.0f} % |"
+            f"{whole} | {r['flagged']:.0f} % |"
         )
     inside = [r["contains_chance"] for r in rows]
     distance = [r["distance"] for r in rows]
+    truth = [r for r in rows if "whole" in r]
+    runs = sum(r["models"] for r in truth)
+    held = sum(r["models"] * r["contains_whole"] / 100 for r in truth)
     lines += [
         "",
         f"Over every benchmark and run: contains chance {min(inside):.0f}-{max(inside):.0f} % "
         f"(mean {np.mean(inside):.0f} %), distance {min(distance):.1f}-{max(distance):.1f} "
         f"points (mean {np.mean(distance):.1f}).",
     ]
+    if truth:
+        lines.append(
+            f"Against the models' own whole-benchmark scores ({', '.join(V2)}): the interval "
+            f"contains it in {held:.0f} of {runs} runs."
+        )
     return "\n".join(lines) + "\n"
+
+
+def _evaluate_quietly(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
+    """One model in a worker process with one torch thread, so that ``--jobs`` workers share
+    the cores (``worker_pool`` limits BLAS, not torch's own threads)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return evaluate_model(seed, max_items, batch_size)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--models", type=int, default=5, help="random-weights models (seeds)")
     parser.add_argument("--max-items", type=int, default=30, help="adaptive item budget")
-    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=1, help="models evaluated side by side")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "random_weights")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     started = time.perf_counter()
-    models = []
-    for seed in range(args.models):
-        models.append(evaluate_model(seed, args.max_items, args.batch_size))
-        print(f"model {seed + 1} of {args.models}: {models[-1]['seconds']:.0f} s", file=sys.stderr)
+    with worker_pool(args.jobs) as pool:
+        futures = [
+            pool.submit(_evaluate_quietly, seed, args.max_items, args.batch_size)
+            for seed in range(args.models)
+        ]
+        models = []
+        for future in futures:
+            models.append(future.result())
+            print(
+                f"model {len(models)} of {args.models}: {models[-1]['seconds']:.0f} s",
+                file=sys.stderr,
+            )
     rows = summary(models, "static") + summary(models, "adaptive")
     command = "python tools/bench_random_weights.py " + " ".join(sys.argv[1:])
     seconds = time.perf_counter() - started
