@@ -236,7 +236,7 @@ def markdown(rows: list[dict[str, Any]], command: str, seconds: float, max_items
     return "\n".join(lines) + "\n"
 
 
-def _evaluate_quietly(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
+def _evaluate_on_one_thread(seed: int, max_items: int, batch_size: int) -> dict[str, Any]:
     """One model in a worker process with one torch thread, so that ``--jobs`` workers share
     the cores (``worker_pool`` limits BLAS, not torch's own threads)."""
     import torch
@@ -258,7 +258,7 @@ def main() -> None:
     started = time.perf_counter()
     with worker_pool(args.jobs) as pool:
         futures = [
-            pool.submit(_evaluate_quietly, seed, args.max_items, args.batch_size)
+            pool.submit(_evaluate_on_one_thread, seed, args.max_items, args.batch_size)
             for seed in range(args.models)
         ]
         models = []
