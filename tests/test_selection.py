@@ -345,6 +345,9 @@ def test_kmeans_cluster_means_match_a_loop_over_members():
     for j in (0, 1, 3):
         np.testing.assert_allclose(means[j], points[labels == j].mean(axis=0), rtol=1e-12)
     assert not means[2].any() and not means[4].any()
+    # k-means sums a C-contiguous copy of the transposed item profiles: the same sums, bit for bit
+    view = np.ascontiguousarray(points.T).T
+    np.testing.assert_array_equal(_cluster_means(view, labels, 5)[0], means)
     found, centres = kmeans(points, 4, np.random.default_rng(0))
     for j in range(4):  # a fixed point of Lloyd's step: every centre its members' mean
         np.testing.assert_allclose(centres[j], points[found == j].mean(axis=0), rtol=1e-12)
