@@ -331,6 +331,21 @@ def test_greedy_candidate_pool_bounds_the_choice(source):
         make_selector("greedy", loss="mape").select(source, 3)
 
 
+def test_kmeans_distances_match_the_definition_without_changing_the_input():
+    """k-means' squared distances are computed in place on the product: they must still be
+    each row's squared distance to each centre, never negative, and leave the rows as given."""
+    from lmeval_microbench.selection.anchor_points import _squared_distances
+
+    rng = np.random.default_rng(4)
+    points = rng.standard_normal((6, 30)).T  # a transposed view, as the item profiles are
+    centres = np.vstack([points[:3], rng.standard_normal((2, 6))])
+    kept = points.copy()
+    found = _squared_distances(points, centres)
+    expected = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    np.testing.assert_allclose(found, expected, atol=1e-9)
+    assert (found >= 0).all() and np.array_equal(points, kept)
+
+
 def test_kmeans_cluster_means_match_a_loop_over_members():
     """The centre update is one sparse product: it must be each cluster's mean, and leave an
     empty cluster empty (size 0) for k-means to reseed."""

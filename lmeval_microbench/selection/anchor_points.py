@@ -57,10 +57,17 @@ def _squared_distances(
     points: np.ndarray, centres: np.ndarray, norms: np.ndarray | None = None
 ) -> np.ndarray:
     """Squared distances of every row of ``points`` to every centre (``norms``: the rows'
-    squared norms, computed once by callers that ask many times)."""
+    squared norms, computed once by callers that ask many times).
+
+    Built in place on the product: ``2.0 * points @ centres.T`` doubled the whole profile
+    matrix before each product (half of k-means' time on 12,096 items); doubling is exact, so
+    the distances are the same to the bit."""
     norms = np.sum(points**2, axis=1) if norms is None else norms
-    sq = norms[:, None] - 2.0 * points @ centres.T + np.sum(centres**2, axis=1)
-    return np.maximum(sq, 0.0)
+    sq = points @ centres.T
+    sq *= -2.0
+    sq += norms[:, None]
+    sq += np.sum(centres**2, axis=1)
+    return np.maximum(sq, 0.0, out=sq)
 
 
 def _cluster_means(points: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
