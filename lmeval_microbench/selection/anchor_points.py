@@ -60,7 +60,7 @@ def _squared_distances(
     squared norms, computed once by callers that ask many times).
 
     Built in place on the product: ``2.0 * points @ centres.T`` doubled the whole profile
-    matrix before each product (half of k-means' time on 12,096 items); doubling is exact, so
+    matrix before each product (half of the distances' time on 12,096 items); doubling is exact, so
     the distances are the same to the bit."""
     norms = np.sum(points**2, axis=1) if norms is None else norms
     sq = points @ centres.T
