@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python tools/bench_adaptive_equal.py " + " ".join(argv or sys.argv[1:]),
             "adaptive_command": adaptive["config"]["command"],
             "seconds": round(time.perf_counter() - start),
-            "load": [load_start, os.getloadavg()[0]],
+            "load": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         },
         "checks": {f"{c['benchmark']}/{c['protocol']}": c["check"] for c in found},
         "tally": tally(rows),

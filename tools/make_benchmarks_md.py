@@ -102,6 +102,7 @@ SECTIONS = [
     ("adaptive_before_reach.md", "tools/bench_adaptive.py"),
     ("adaptive_reach_on_whole.md", "tools/bench_adaptive.py"),
     ("adaptive_before_top.md", "tools/bench_adaptive.py"),
+    ("adaptive_before_upper_only.md", "tools/bench_adaptive.py"),
     ("adaptive_equal.md", "tools/bench_adaptive_equal.py"),
     ("adaptive_equal_before_reselect.md", "tools/bench_adaptive_equal.py"),
     ("adaptive_toward.md", "tools/bench_adaptive_toward.py"),

@@ -50,7 +50,8 @@ Sides. Those bands come from models like the sources. A model weaker or stronger
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
 fitted on the other source models (:func:`.pool.fit_adaptive_state`), and their bands
 (:class:`.bands.SideBands`) are a floor on the width of a run whose ability posterior places it
-beyond the sources.
+beyond the sources: on both edges below them, on the upper edge only above them, where the map
+reads a run too low and its misses lie above (:meth:`ScoreMap.halves`).
 
 Top. A model stronger than every source can answer the pool like one of the strongest sources:
 its ability posterior then lies among theirs, and the side bands above do not apply. A run whose
@@ -295,24 +296,38 @@ class ScoreMap:
             raise InputError("this score map has no interval bands")
         return bands[at_checkpoint([band.n_items for band in bands], n_items)]
 
-    def half_width(
+    def halves(
         self,
         prediction: np.ndarray,
         n_items: int,
         level: float,
         ability: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> np.ndarray:
-        """The band's half-width; for a run beyond the sources on a side (its ``ability``
-        posterior mean and sd, :meth:`SideBands.applies`), at least each of its fold bands'."""
-        half = self.band_for(n_items).half_width(prediction, level)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The band's half-widths below and above the run; for a run beyond the sources on a
+        side (its ``ability`` posterior mean and sd, :meth:`SideBands.applies`), at least each
+        of that side's fold bands', on both edges below the sources and on the upper edge only
+        above them.
+
+        A run above every source is read too low (the 2PL pulls it towards the sources), so
+        its misses lie above: no run of IFEval's strongest fifth falls under its lower edge
+        (``tests/test_adaptive_side_folds.py``). Widening that edge too made those intervals
+        47-51 points wide; with the lower edge on the plain band they are 38-40, and every
+        pool keeps its coverage at every length (``bench/adaptive.md``). Below the sources
+        both edges keep the band: a scratch replay that widened only the lower edge there
+        lost coverage above (HellaSwag's weakest fifth at 50 items)."""
+        plain = self.band_for(n_items).half_width(prediction, level)
+        lower, upper = plain, plain
         for side in self.sides:
-            widest = half
+            widest = plain
             for bands in side.folds:
                 widest = np.maximum(
                     widest, self.band_for(n_items, bands).half_width(prediction, level)
                 )
-            half = np.where(side.applies(prediction, ability), widest, half)
-        return half
+            applies = side.applies(prediction, ability)
+            upper = np.where(applies, np.maximum(upper, widest), upper)
+            if side.side == BELOW:
+                lower = np.where(applies, np.maximum(lower, widest), lower)
+        return lower, upper
 
     def interval(
         self,
@@ -323,22 +338,24 @@ class ScoreMap:
         ability: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """The run's ``span`` (:meth:`predict_run`; none: the estimate) widened by the band
-        (side bands where the run's ``ability``, posterior mean and sd, lies beyond the
-        sources; without it, where the estimate lies on a side's range); the lower edge down
-        to the floor and the upper edge up by the top band where the run's 90 % interval
-        reaches beyond the sources' range (module: "Top", "Floor")."""
+        (:meth:`halves`: side bands where the run's ``ability``, posterior mean and sd, lies
+        beyond the sources; without it, where the estimate lies on a side's range); the lower
+        edge down to the floor and the upper edge up by the top band where the run's 90 %
+        interval reaches beyond the sources' range (module: "Top", "Floor")."""
         prediction = np.asarray(prediction, dtype=np.float64)
         low, high = (prediction, prediction) if span is None else span
-        half = self.half_width(prediction, n_items, level, ability)
+        down, up = self.halves(prediction, n_items, level, ability)
         start = np.minimum(np.asarray(low, dtype=np.float64), prediction)
         end = np.maximum(np.asarray(high, dtype=np.float64), prediction)
-        low, high = start - half, end + half
-        half90 = half if level == 0.9 else self.half_width(prediction, n_items, 0.9, ability)
+        low, high = start - down, end + up
+        down90, up90 = (
+            (down, up) if level == 0.9 else self.halves(prediction, n_items, 0.9, ability)
+        )
         if self.floor is not None:  # where the run may lie below every source (90 % edge)
-            below = self._below(prediction, start - half90, ability)
+            below = self._below(prediction, start - down90, ability)
             low = np.where(below, np.minimum(low, self.floor), low)
         if self.top is not None and self.truth_range is not None:  # may lie above every source
-            above = end + half90 >= self.truth_range[1]
+            above = end + up90 >= self.truth_range[1]
             high = np.where(above, np.maximum(high, end + self.top.reach(n_items, level)), high)
         return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
