@@ -58,11 +58,14 @@ def intervals_of_targets(
     )
 
 
+def share_covered(truth: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
+    return float(np.mean((truth >= low - 1e-9) & (truth <= high + 1e-9)))
+
+
 def coverage_of_targets(
     state, params, targets: np.ndarray, truth: np.ndarray, asked: int = ASKED
 ) -> float:
-    low, high = intervals_of_targets(state, params, targets, asked)
-    return float(np.mean((truth >= low - 1e-9) & (truth <= high + 1e-9)))
+    return share_covered(truth, *intervals_of_targets(state, params, targets, asked))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -102,7 +105,7 @@ def test_the_upward_fold_widens_intervals_above_the_sources_on_ifeval(monkeypatc
     monkeypatch.setattr(pool_module, "MIN_FOLD_MODELS", 10**6)
     _, without = fit_adaptive_state(source, source.mean_scores())
     low, high = intervals_of_targets(with_fold, params, targets, asked=50)
-    covered = float(np.mean((truth[strongest] >= low - 1e-9) & (truth[strongest] <= high + 1e-9)))
+    covered = share_covered(truth[strongest], low, high)
     under = float(np.mean(truth[strongest] < low - 1e-9))
     before = coverage_of_targets(without, params, targets, truth[strongest], asked=50)
     assert before < 0.5 and covered >= 0.8 and under == 0.0, (before, covered, under)
