@@ -88,6 +88,16 @@ def test_the_recombination_reaches_the_own_readings_spread_above_the_sources():
     assert tool.as_shipped(_parts())[2][2] < 0.8
 
 
+def test_the_recombination_reaches_the_own_readings_spread_below_the_sources():
+    tool = tools_module("bench_guard_variants")
+    # the first model's own reading lies wholly under the weakest source (0.40): its lower
+    # edge reaches 0.10 - 1.645 * 0.01, as the guard's does (outside.guard.reached_below)
+    own = (np.array([0.10, 0.60, 0.90]), np.array([0.01, 0.05, 0.01]))
+    lower = tool.as_shipped(_parts(reach=own))[1]
+    assert lower[0] == pytest.approx(0.10 - 1.645 * 0.01, abs=1e-3)
+    assert np.allclose(lower[1:], tool.as_shipped(_parts())[1][1:])
+
+
 def test_reach_variants_drop_the_reach_where_the_guard_acted_or_everywhere():
     tool = tools_module("bench_guard_variants")
     parts = _parts(

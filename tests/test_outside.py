@@ -334,20 +334,29 @@ def test_guard_band_above_is_the_readings_without_inner_fold_errors():
     inner, below = np.array([0.8, 0.3]), np.array([False, True])
     old = GuardBand(np.full(40, 2.0), np.full(40, 3.0))
     lower, upper = old.edges(0.9, reading, inner, below, np.zeros(2), one_sided=True)
-    np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
-        upper, [1.0, 0.35]
-    )
+    np.testing.assert_allclose(lower, [0.8, 0.05])
+    np.testing.assert_allclose(upper, [1.0, 0.35])
     band = GuardBand(np.full(40, 2.0), np.full(40, 3.0), np.full(40, 0.04))
     lower, upper = band.edges(0.9, reading, inner, below, np.zeros(2), one_sided=True)
-    np.testing.assert_allclose(lower, [0.76, 0.05]) and np.testing.assert_allclose(
-        upper, [0.84, 0.35]
+    # above: the inner estimate plus its fold quantile; the lower edge is left to the inner
+    # interval, which reads a model above the sources too low
+    np.testing.assert_allclose(lower, [np.inf, 0.05])
+    np.testing.assert_allclose(upper, [0.84, 0.35])
+    inner_interval = (inner, inner - 0.03, inner + 0.03)
+    _, spanned_lower, spanned_upper = guarded_interval(
+        inner_interval, reading[0], (lower, upper), np.ones(2), np.zeros(2)
     )
+    np.testing.assert_allclose(spanned_lower, [0.77, 0.05])
+    np.testing.assert_allclose(spanned_upper, [0.84, 0.35])
+    # further beyond the folds' reach (0.01 here) only the upper edge grows
+    lower, upper = band.edges(0.9, reading, inner, below, np.full(2, 0.02), one_sided=True)
+    np.testing.assert_allclose(lower, [np.inf, 0.05])
+    np.testing.assert_allclose(upper, [0.88, 0.35])
     lower, upper = band.edges(
         0.9, reading, inner, below, np.zeros(2), one_sided=False
     )  # the matrix mean
-    np.testing.assert_allclose(lower, [0.8, 0.05]) and np.testing.assert_allclose(
-        upper, [1.0, 0.35]
-    )
+    np.testing.assert_allclose(lower, [0.8, 0.05])
+    np.testing.assert_allclose(upper, [1.0, 0.35])
     again = GuardBand.from_dict(band.to_dict())
     assert again.inner_half_width(0.9) == pytest.approx(0.04)
     for reach in (-1.0, "far", float("nan")):

@@ -26,9 +26,10 @@ mean over the matrix items (a whole benchmark): there a reading of the model's o
 needs no map to the target. Where the target is another score (a matrix of selected items,
 the whole benchmark's score as truth), every reading extrapolates the sources' map as the
 inner regression does, and the regression read the strongest models better: above the
-sources the estimate is then the inner one, and its interval is sized by the inner
+sources the estimate is then the inner one, its interval's upper edge is sized by the inner
 estimator's own errors on the upward folds (:meth:`..outside.GuardBand.edges`; for supervised
-items, on items each fold chose again, :meth:`GuardedEstimator._reselected_upward_errors`).
+items, on items each fold chose again, :meth:`GuardedEstimator._reselected_upward_errors`),
+and its lower edge is the inner interval's: the regression reads such a model too low.
 Below the sources the guard acts as before. Measured on the Open LLM Leaderboard v1 matrices against
 the whole benchmark's score, balanced items, strongest fifth: ``kridge`` 0.77-3.67 points,
 guarded 2.56-6.69 (``bench/v1_balanced_kridge.md``,
