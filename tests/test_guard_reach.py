@@ -15,7 +15,7 @@ from test_outside import world
 from tools_support import tools_module
 
 from lmeval_microbench.estimators import estimator_from_state, make_estimator
-from lmeval_microbench.outside import REACH_Z, reached, reached_below
+from lmeval_microbench.outside import REACH_Z, composed_interval, reached, reached_below
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection.base import Subset
 
@@ -157,6 +157,31 @@ def test_reached_below_widens_only_where_the_whole_spread_lies_below_the_sources
     # a spread that only crosses the weakest source's score leaves the edge alone
     crossing = reached_below(lower[:1], (np.array([0.47]), np.array([0.02])), bottom=0.5, z=2.0)
     np.testing.assert_allclose(crossing, [0.40])
+
+
+def test_composed_interval_floors_then_reaches_in_the_guards_order():
+    """Three models, hand-checked: inside (weight 0), below the sources (only the lower side
+    moves, the floor reached), above them (the own reading's spread reaches up); the variant
+    that keeps the upper edge where ``reach_where`` is false changes only that edge."""
+    inner = (np.array([0.5, 0.3, 0.8]), np.array([0.45, 0.25, 0.75]), np.array([0.55, 0.35, 0.85]))
+    reading = np.array([0.5, 0.1, 0.9])
+    band = (np.array([0.4, 0.05, 0.7]), np.array([0.6, 0.2, 0.95]))
+    weight = np.array([0.0, 1.0, 1.0])
+    below = np.array([0.0, 1.0, 0.0])
+    own = (np.array([0.5, 0.1, 0.97]), np.array([0.01, 0.01, 0.01]))
+    kwargs = {"floor": 0.0, "reach": own, "top": 0.85, "bottom": 0.2}
+    value, lower, upper = composed_interval(inner, reading, band, weight, below, **kwargs)
+    # inside: the inner interval; below: moved to the reading, lower edge at the floor;
+    # above: not moved (``below`` is 0 there), upper edge at 0.97 + REACH_Z * 0.01
+    np.testing.assert_allclose(value, [0.5, 0.1, 0.8])
+    np.testing.assert_allclose(lower, [0.45, 0.0, 0.7])
+    np.testing.assert_allclose(upper, [0.55, 0.35, 0.97 + REACH_Z * 0.01])
+    kept = composed_interval(
+        inner, reading, band, weight, below, reach_where=np.zeros(3, bool), **kwargs
+    )
+    np.testing.assert_allclose(kept[0], value)
+    np.testing.assert_allclose(kept[1], lower)
+    np.testing.assert_allclose(kept[2], [0.55, 0.35, 0.95])
 
 
 def far_below_world(seed: int):

@@ -84,10 +84,7 @@ from lmeval_microbench.estimators import make_estimator
 from lmeval_microbench.outside import (
     SourceView,
     beyond_weight,
-    floored,
-    guarded_interval,
-    reached,
-    reached_below,
+    composed_interval,
 )
 from lmeval_microbench.outside.folds import extrapolation_folds
 from lmeval_microbench.outside.guard import W_MIN, GuardBand
@@ -263,17 +260,19 @@ def _combine(
     the estimate in its stead (default: ``below``, else ``weight``), ``reach_where``: the
     models whose upper edge may reach the own-level reading's spread (default: all); the
     lower edge reaches it where it lies wholly under the weakest source, as the guard's does."""
-    moving = below if moving is None else moving
-    value, lower, upper = guarded_interval(
-        parts["inner"], parts["reading"][0], parts["band"], weight, moving
+    return composed_interval(
+        parts["inner"],
+        parts["reading"][0],
+        parts["band"],
+        weight,
+        below,
+        floor=parts["floor"],
+        reach=parts["reach"],
+        top=parts["top"],
+        bottom=parts["bottom"],
+        moving=moving,
+        reach_where=reach_where,
     )
-    if below is not None and parts["floor"] is not None:
-        lower = floored(lower, below, parts["floor"])
-    if parts["reach"] is not None:
-        reaching = reached(upper, parts["reach"], parts["top"])
-        upper = reaching if reach_where is None else np.where(reach_where, reaching, upper)
-        lower = reached_below(lower, parts["reach"], parts["bottom"])
-    return value, lower, upper
 
 
 def _share_moved(weight: np.ndarray, below: np.ndarray | None, full: float = 1.0) -> np.ndarray:

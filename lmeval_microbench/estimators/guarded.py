@@ -69,10 +69,7 @@ from ..outside import (
     GuardBand,
     SourceView,
     beyond_weight,
-    floored,
-    guarded_interval,
-    reached,
-    reached_below,
+    composed_interval,
 )
 from ..outside.folds import DOWN, UP, ReadingScore, directed_folds, score_readings
 from ..outside.guard import W_MIN
@@ -370,13 +367,17 @@ class GuardedEstimator(OwnStagesEstimator):
         band = self.guard_band_.edges(
             level, reading, inner[0], below, above_by, not self.guard_above_
         )
-        value, lower, upper = guarded_interval(inner, reading[0], band, weight, moving)
-        if moving is not None and self.floor_ is not None:
-            lower = floored(lower, moving, self.floor_)
-        if self.reach_ is not None:
-            own = self.reach_.read(values, inner[0])
-            upper = reached(upper, own, self.top_)
-            lower = reached_below(lower, own, self.bottom_)
+        value, lower, upper = composed_interval(
+            inner,
+            reading[0],
+            band,
+            weight,
+            moving,
+            floor=self.floor_,
+            reach=None if self.reach_ is None else self.reach_.read(values, inner[0]),
+            top=self.top_,
+            bottom=self.bottom_,
+        )
         return value, lower, upper, np.full(value.shape, np.nan)
 
     def widen_intervals(self, factor: float) -> GuardedEstimator:

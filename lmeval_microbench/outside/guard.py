@@ -301,3 +301,38 @@ def guarded_interval(
         np.clip(np.minimum(lower, value), 0.0, 1.0),
         np.clip(np.maximum(upper, value), 0.0, 1.0),
     )
+
+
+def composed_interval(
+    inner: tuple[np.ndarray, np.ndarray, np.ndarray],
+    value_out: np.ndarray,
+    band: tuple[np.ndarray, np.ndarray],
+    weight: np.ndarray,
+    below: np.ndarray | None,
+    *,
+    floor: float | None = None,
+    reach: tuple[np.ndarray, np.ndarray] | None = None,
+    top: float = 1.0,
+    bottom: float = 0.0,
+    moving: np.ndarray | None = None,
+    reach_where: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The guard's ``(value, lower, upper)`` composed from its parts, in the one order the
+    estimator and ``tools/bench_guard_variants.py`` share: :func:`guarded_interval`, then
+    the lower edge :func:`floored` where only the side below moves, then the own-level
+    reading's reach above (:func:`reached`) and below (:func:`reached_below`).
+
+    ``below``: the weight below the sources where only that side moves (None: the estimate
+    moves on both sides, by ``weight``); ``moving``: a weight that moves the estimate in its
+    stead (default ``below``); ``reach``: the own-level reading (None: no reach);
+    ``reach_where``: the rows whose upper edge may reach (default all), for the variants
+    tool. One function, so that a tool measuring variants cannot drift from the guard."""
+    moving = below if moving is None else moving
+    value, lower, upper = guarded_interval(inner, value_out, band, weight, moving)
+    if below is not None and floor is not None:
+        lower = floored(lower, below, floor)
+    if reach is not None:
+        reaching = reached(upper, reach, top)
+        upper = reaching if reach_where is None else np.where(reach_where, reaching, upper)
+        lower = reached_below(lower, reach, bottom)
+    return value, lower, upper
