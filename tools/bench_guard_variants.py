@@ -58,10 +58,12 @@ library:
 Each cell of ``bench/choice_rules.json`` whose chosen recipe is read with ``guarded`` is
 rebuilt on its sources (as ``bench_guard_cost.py`` does); the guard's parts are read for every
 held-out model (inner estimate and interval, reading, location, band, weights) and every
-variant recombines them. ``as shipped`` recombines them with the library's own functions and
-must equal the estimator's output: the check that the parts are the guard's.
+variant recombines them through the guard's own composition
+(:func:`lmeval_microbench.outside.guard.composed_interval`), changing only what it varies.
+``as shipped`` recombines them unchanged and must equal the estimator's output: the check that
+the parts are the guard's.
 
-    python tools/bench_guard_variants.py --jobs 2      # about 10 minutes on 2 idle cores
+    python tools/bench_guard_variants.py --jobs 2      # 10-25 minutes on 2 cores
 """
 
 from __future__ import annotations
