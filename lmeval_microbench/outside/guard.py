@@ -310,10 +310,10 @@ def composed_interval(
     weight: np.ndarray,
     below: np.ndarray | None,
     *,
+    top: float,
+    bottom: float,
     floor: float | None = None,
     reach: tuple[np.ndarray, np.ndarray] | None = None,
-    top: float = 1.0,
-    bottom: float = 0.0,
     moving: np.ndarray | None = None,
     reach_where: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -324,7 +324,9 @@ def composed_interval(
 
     ``below``: the weight below the sources where only that side moves (None: the estimate
     moves on both sides, by ``weight``); ``moving``: a weight that moves the estimate in its
-    stead (default ``below``); ``reach``: the own-level reading (None: no reach);
+    stead (default ``below``); ``reach``: the own-level reading (None: no reach), reaching
+    beyond ``top`` and ``bottom``, the strongest and weakest sources' scores (required: a
+    default would silently switch the reach off);
     ``reach_where``: the rows whose upper edge may reach (default all), for the variants
     tool. One function, so that a tool measuring variants cannot drift from the guard."""
     moving = below if moving is None else moving
