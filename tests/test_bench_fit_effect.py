@@ -24,18 +24,19 @@ def test_given_chance_comes_from_the_shipped_pools_and_only_where_choices_are_kn
 def test_a_weak_cell_is_run_both_ways_and_reported(shared_data, tmp_path):
     tool = tools_module("bench_fit_effect")
     args = ["--data", str(shared_data), "--matrices", "psn_mmlu", "--protocols", "weak"]
-    tool.main([*args, "--psn-seeds", "0,1", "--budget", "25", "--out", str(tmp_path)])
+    tool.main([*args, "--psn-seeds", "0", "--budget", "25", "--out", str(tmp_path)])
     (row,) = json.loads((tmp_path / "fit_effect.json").read_text())["rows"]
     assert (row["matrix"], row["protocol"], row["chance"], row["targets"]) == (
         "psn_mmlu",
         "weak",
         "stand-in",
-        4,
+        2,
     )
-    # the weakest sources stand in for chance: the check moves no value, only widens
+    # the weakest sources stand in for chance: the check moves no value, only widens (it
+    # does widen on this seed: 32.8 -> 38.6 points)
     assert row["raw"]["mae"] == row["checked"]["mae"]
-    assert row["checked"]["width"] >= row["raw"]["width"]
-    assert "| psn_mmlu | weak | stand-in | 4 |" in (tmp_path / "fit_effect.md").read_text()
+    assert row["checked"]["width"] > row["raw"]["width"]
+    assert "| psn_mmlu | weak | stand-in | 2 |" in (tmp_path / "fit_effect.md").read_text()
 
 
 def test_summaries_pool_the_seeds():
