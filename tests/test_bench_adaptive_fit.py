@@ -18,7 +18,8 @@ from lmeval_microbench.synthetic import random_item_params, simulate_responses
 CHANCE = 0.5
 
 
-def _pool_and_runs():
+@pytest.fixture(scope="module")
+def pool_and_runs():
     """A 30-item pool with chance 0.5 and its max-information runs on 20 ordinary models and
     20 coin-flip responders (answers independent of the items)."""
     params = random_item_params(30, seed=3)
@@ -33,9 +34,9 @@ def _pool_and_runs():
     return pool, values, result.order
 
 
-def test_each_run_is_read_as_the_product_reads_it():
+def test_each_run_is_read_as_the_product_reads_it(pool_and_runs):
     tool = tools_module("bench_adaptive_fit")
-    pool, values, order = _pool_and_runs()
+    pool, values, order = pool_and_runs
     part = tool.read_runs(pool, values, order, 15)
     ids = pool.item_ids
     for k in (0, 25):
@@ -47,9 +48,11 @@ def test_each_run_is_read_as_the_product_reads_it():
         assert part["guessing"][k] == bool(after.person_fit.get("guessing"))
 
 
-def test_the_check_moves_only_runs_flagged_as_guessing_and_their_intervals_reach_chance():
+def test_the_check_moves_only_runs_flagged_as_guessing_and_their_intervals_reach_chance(
+    pool_and_runs,
+):
     tool = tools_module("bench_adaptive_fit")
-    pool, values, order = _pool_and_runs()
+    pool, values, order = pool_and_runs
     part = tool.read_runs(pool, values, order, 20)
     raw, checked, guessing = part["raw"], part["checked"], part["guessing"]
     assert guessing[20:].mean() > guessing[:20].mean()  # the coin flips are the ones flagged

@@ -92,6 +92,7 @@ SECTIONS = [
     ("curves.md", "tools/bench_curves.py"),
     ("rank.md", "tools/bench_rank.py"),
     ("adaptive.md", "tools/bench_adaptive.py"),
+    ("adaptive_fit.md", "tools/bench_adaptive_fit.py"),
     ("adaptive_before_calibrate.md", "tools/bench_adaptive.py"),
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
     ("adaptive_before_ability_edge.md", "tools/bench_adaptive.py"),
