@@ -34,8 +34,8 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_adaptive import BUDGETS, PROTOCOLS, REPO, V2, load_benchmark
-from bench_fit_effect import summarise
+from bench_adaptive import BUDGETS, PROTOCOLS, REPO, load_benchmark
+from bench_fit_effect import given_chance, summarise
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import (
@@ -44,24 +44,12 @@ from lmeval_microbench.adaptive.pool import (
     pool_state,
     posterior_estimate,
 )
-from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
-from lmeval_microbench.bundle.io import load_bundle
 from lmeval_microbench.reliability import extrapolation_splits, random_splits, weakest_splits
 
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "ifeval", "gsm8k", "hellaswag", "winogrande", "musr")
 SPLITS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
-
-
-def shipped_chance(bm: str, ids: list[str]) -> dict[str, float] | None:
-    """The per-item chance levels the shipped pool of ``bm`` was built with, for ``ids``; None
-    where its weakest sources stood in (no choices: GSM8K, IFEval)."""
-    suite = "openllm_v2" if bm in V2 else "openllm_v1"
-    spec = load_bundle(SHIPPED_POOLS / suite / bm).person_fit
-    if spec is None or spec.stand_in:
-        return None
-    return dict(zip(ids, spec.chance_vector(ids).tolist(), strict=True))
 
 
 def read_runs(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[str, Any]:
@@ -89,7 +77,7 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
     """Rows (one per budget) of one benchmark x protocol: the pool built on the split's
     sources, its max-information runs on at most ``args.max_targets`` held-out models."""
     split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))
-    chance = shipped_chance(bm, list(split.source.item_ids))
+    chance = given_chance(bm, list(split.source.item_ids))  # as the shipped pool got them
     bundle = build_pool(
         split.source, split.source_truth, name=f"{bm}-{protocol}", benchmark=bm,
         seed=args.seed, chance=chance,
