@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,3 +54,25 @@ def flat_below() -> tuple[ResponseMatrix, np.ndarray]:
 def flat_everywhere() -> tuple[ResponseMatrix, np.ndarray]:
     """Models and scores where no model's matrix mean moves with its score."""
     return _flat(True)
+
+
+@pytest.fixture(scope="session")
+def coin_flip_pool() -> tuple[Any, np.ndarray, np.ndarray]:
+    """A 30-item pool with chance 0.5 and its max-information runs (20 items) on 20 ordinary
+    models and 20 coin-flip responders (answers independent of the items): the pool state,
+    the answers and the order each run asked its items in."""
+    from lmeval_microbench.adaptive import build_pool, pool_state
+    from lmeval_microbench.adaptive.selection import MaxInfoSelector
+    from lmeval_microbench.adaptive.simulate import replay
+    from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+    params = random_item_params(30, seed=3)
+    matrix, _ = simulate_responses(params, 200, seed=4)
+    bundle = build_pool(matrix, matrix.mean_scores(), name="p", benchmark="toy", chance=0.5)
+    pool = pool_state(bundle)
+    ordinary, _ = simulate_responses(params, 20, seed=5)
+    positions = ordinary.item_positions(list(pool.item_ids))
+    coins = np.random.default_rng(6).integers(0, 2, size=(20, len(positions))).astype(float)
+    values = np.vstack([ordinary.values[:, positions], coins])
+    result = replay(pool.params, values, selector=MaxInfoSelector(), max_items=20)
+    return pool, values, result.order

@@ -9,34 +9,14 @@ import numpy as np
 import pytest
 from tools_support import tools_module
 
-from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.pool import estimate_pool, posterior_estimate
-from lmeval_microbench.adaptive.selection import MaxInfoSelector
-from lmeval_microbench.adaptive.simulate import replay
-from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
-CHANCE = 0.5
+CHANCE = 0.5  # the pool of the ``coin_flip_pool`` fixture (conftest.py)
 
 
-@pytest.fixture(scope="module")
-def pool_and_runs():
-    """A 30-item pool with chance 0.5 and its max-information runs on 20 ordinary models and
-    20 coin-flip responders (answers independent of the items)."""
-    params = random_item_params(30, seed=3)
-    matrix, _ = simulate_responses(params, 200, seed=4)
-    bundle = build_pool(matrix, matrix.mean_scores(), name="p", benchmark="toy", chance=CHANCE)
-    pool = pool_state(bundle)
-    ordinary, _ = simulate_responses(params, 20, seed=5)
-    positions = ordinary.item_positions(list(pool.item_ids))
-    coins = np.random.default_rng(6).integers(0, 2, size=(20, len(positions))).astype(float)
-    values = np.vstack([ordinary.values[:, positions], coins])
-    result = replay(pool.params, values, selector=MaxInfoSelector(), max_items=20)
-    return pool, values, result.order
-
-
-def test_each_run_is_read_as_the_product_reads_it(pool_and_runs):
+def test_each_run_is_read_as_the_product_reads_it(coin_flip_pool):
     tool = tools_module("bench_adaptive_fit")
-    pool, values, order = pool_and_runs
+    pool, values, order = coin_flip_pool
     part = tool.read_runs(pool, values, order, 15)
     ids = pool.item_ids
     for k in (0, 25):
@@ -49,10 +29,10 @@ def test_each_run_is_read_as_the_product_reads_it(pool_and_runs):
 
 
 def test_the_check_moves_only_runs_flagged_as_guessing_and_their_intervals_reach_chance(
-    pool_and_runs,
+    coin_flip_pool,
 ):
     tool = tools_module("bench_adaptive_fit")
-    pool, values, order = pool_and_runs
+    pool, values, order = coin_flip_pool
     part = tool.read_runs(pool, values, order, 20)
     raw, checked, guessing = part["raw"], part["checked"], part["guessing"]
     assert guessing[20:].mean() > guessing[:20].mean()  # the coin flips are the ones flagged

@@ -73,9 +73,12 @@ def read_runs(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[
     }
 
 
-def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
-    """Rows (one per budget) of one benchmark x protocol: the pool built on the split's
-    sources, its max-information runs on at most ``args.max_targets`` held-out models."""
+def replayed_runs(
+    bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any, budgets: tuple[int, ...]
+) -> tuple[Any, np.ndarray, Any, np.ndarray, bool]:
+    """The pool built on the split's sources as ``microbench adaptive build`` builds it, the
+    answers of at most ``args.max_targets`` held-out models, their max-information runs
+    (read at ``budgets``), their true scores, and whether chance levels were given."""
     split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))
     chance = given_chance(bm, list(split.source.item_ids))  # as the shipped pool got them
     bundle = build_pool(
@@ -89,20 +92,29 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
         pool.params,
         values,
         selector=MaxInfoSelector(),
-        max_items=max(BUDGETS),
+        max_items=max(budgets),
         score_map=pool.state.score_map,
-        checkpoints=BUDGETS,
+        checkpoints=budgets,
         prior_mean=pool.state.prior_mean,  # as the product's runs (adaptive.interleave)
         prior_sd=pool.state.prior_sd,
+    )
+    return pool, values, result, split.target_truth[rows], chance is not None
+
+
+def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
+    """Rows (one per budget) of one benchmark x protocol: the pool built on the split's
+    sources, its max-information runs on at most ``args.max_targets`` held-out models."""
+    pool, values, result, target_truth, given = replayed_runs(
+        bm, matrix, truth, protocol, args, BUDGETS
     )
     out = []
     for n in BUDGETS:
         part = read_runs(pool, values, result.order, n)
         replayed = np.asarray(result.predictions[n])
-        part["truth"] = split.target_truth[rows]
+        part["truth"] = target_truth
         summary = summarise([part])
         summary["replay_gap"] = float(100 * np.max(np.abs(part["raw"][0] - replayed)))
-        chance_from = "given" if chance is not None else "stand-in"
+        chance_from = "given" if given else "stand-in"
         out.append({"benchmark": bm, "protocol": protocol, "items": n, "chance": chance_from})
         out[-1].update({k: v for k, v in summary.items() if k != "recipes"})
     return out
@@ -145,11 +157,13 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     write_text_if_changed(out / "adaptive_fit.md", "\n".join(lines) + "\n")
 
 
-def merge(out: Path, others: list[Path]) -> None:
+def merge(
+    out: Path, others: list[Path], name: str = "adaptive_fit", write: Any = write_report
+) -> None:
     """Rows of ``others`` (runs of other benchmarks or protocols, side by side) replace those
-    of ``out``'s report on the same benchmark x protocol; the commands are listed together
-    and the time is the longest run's."""
-    saved = json.loads((out / "adaptive_fit.json").read_text())
+    of ``out``'s report ``name`` on the same benchmark x protocol; the commands are listed
+    together and the time is the longest run's. ``write`` writes the merged report."""
+    saved = json.loads((out / f"{name}.json").read_text())
     for path in others:
         other = json.loads(path.read_text())
         done = {(r["benchmark"], r["protocol"]) for r in other["rows"]}
@@ -161,7 +175,7 @@ def merge(out: Path, others: list[Path]) -> None:
     saved["rows"].sort(
         key=lambda r: (order[r["benchmark"]], PROTOCOLS.index(r["protocol"]), r["items"])
     )
-    write_report(saved, out)
+    write(saved, out)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -176,10 +190,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run_info(args: argparse.Namespace, argv: list[str] | None, start: float) -> dict[str, Any]:
+def run_info(
+    args: argparse.Namespace, argv: list[str] | None, start: float, tool: str = "bench_adaptive_fit"
+) -> dict[str, Any]:
     """The command, time so far and load average the report states."""
     return {
-        "command": "python tools/bench_adaptive_fit.py " + " ".join(argv or sys.argv[1:]),
+        "command": f"python tools/{tool}.py " + " ".join(argv or sys.argv[1:]),
         "seconds": time.perf_counter() - start,
         "load_average": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
         "max_targets": args.max_targets,

@@ -1,0 +1,90 @@
+"""tools/bench_guess_weight.py: rules for how far a run flagged as guessing moves toward
+chance, applied through the product's own ``widen_for_fit``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tools_support import tools_module
+
+from lmeval_microbench.adaptive.pool import estimate_pool, posterior_estimate
+
+CHANCE = 0.5  # the pool of the ``coin_flip_pool`` fixture (conftest.py)
+
+
+@pytest.fixture(scope="module")
+def read(coin_flip_pool):
+    pool, values, order = coin_flip_pool
+    return tools_module("bench_guess_weight").read_rules(pool, values, order, 20)
+
+
+def test_the_products_rule_is_what_estimate_pool_prints(coin_flip_pool, read):
+    pool, values, order = coin_flip_pool
+    ids = pool.item_ids
+    flagged = np.flatnonzero(read["guessing"])
+    assert flagged.size and (~read["guessing"]).any()
+    for k in (flagged[0], flagged[-1], np.flatnonzero(~read["guessing"])[0]):
+        scores = {ids[j]: float(values[k, j]) for j in order[k, :20]}
+        printed = estimate_pool(pool, scores)
+        product = read["rules"]["P(guessing)"][:, k]
+        np.testing.assert_allclose(product, [printed.value, printed.lower, printed.upper])
+        assert read["posterior"][k] == pytest.approx(printed.person_fit["guess_posterior"])
+
+
+def test_rules_differ_only_in_how_far_flagged_runs_move(coin_flip_pool, read):
+    pool, values, order = coin_flip_pool
+    ids = pool.item_ids
+    rules, guessing, p = read["rules"], read["guessing"], read["posterior"]
+    raw = np.array(
+        [
+            posterior_estimate(pool, {ids[j]: float(values[k, j]) for j in order[k, :20]})[0].value
+            for k in range(len(values))
+        ]
+    )
+    product = rules["P(guessing)"]
+    for name, rows in rules.items():
+        np.testing.assert_allclose(rows[1:], product[1:], err_msg=name)  # one interval
+        np.testing.assert_allclose(rows[0][~guessing], raw[~guessing], err_msg=name)
+    above = guessing & (raw > CHANCE)
+    assert above.any()
+    np.testing.assert_allclose(rules["widen only"][0], raw)
+    share = (raw[above] - rules["P(guessing)"][0][above]) / (raw[above] - CHANCE)
+    np.testing.assert_allclose(share, p[above])  # moved by P(guessing) of the way
+    beyond = (raw[above] - rules["odds beyond even"][0][above]) / (raw[above] - CHANCE)
+    np.testing.assert_allclose(beyond, np.clip(2 * p[above] - 1, 0, 1), atol=1e-12)
+    for prior in ("prior 0.2", "prior 0.1"):  # lower prior odds: a shorter move
+        assert np.all(rules[prior][0][above] >= rules["P(guessing)"][0][above] - 1e-12)
+    assert np.all(rules["prior 0.1"][0][above] >= rules["prior 0.2"][0][above] - 1e-12)
+
+
+def test_scores_and_totals_by_hand():
+    tool = tools_module("bench_guess_weight")
+    truth = np.array([0.5, 0.7])
+    rules = {name: np.array([[0.5, 0.8], [0.4, 0.6], [0.9, 0.9]]) for name in tool.RULES}
+    rules["widen only"] = np.array([[0.6, 0.8], [0.4, 0.6], [0.9, 0.9]])
+    part = {"rules": rules, "guessing": np.array([True, False]), "posterior": np.array([0.8, 0.1])}
+    scored = tool.score_rules(part, truth)
+    assert scored["mae"]["P(guessing)"] == pytest.approx(5.0)
+    assert scored["mae"]["widen only"] == pytest.approx(10.0)
+    assert scored["bias"]["widen only"] == pytest.approx(10.0)
+    assert scored["coverage"] == 1.0 and scored["width"] == pytest.approx(40.0)
+    assert scored["same_interval"] and scored["median_posterior"] == pytest.approx(0.8)
+    rows = [{"protocol": "weak", "items": 10, **scored}] * 2
+    assert tool.totals(rows)["weak 10"]["widen only"] == pytest.approx(20.0)
+
+
+@pytest.mark.slow
+def test_a_musr_weak_cell_is_run_end_to_end(shared_data, tmp_path):
+    tool = tools_module("bench_guess_weight")
+    args = ["--shared", str(shared_data), "--benchmarks", "musr", "--protocols", "weak"]
+    tool.main([*args, "--max-targets", "8", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "guess_weight.json").read_text())
+    (row,) = saved["rows"]
+    assert (row["benchmark"], row["protocol"], row["items"], row["targets"]) == (
+        "musr", "weak", 10, 8,
+    )  # fmt: skip
+    assert row["same_interval"] and set(row["mae"]) == set(tool.RULES)
+    assert "| musr | weak | 10 | 8 |" in (tmp_path / "guess_weight.md").read_text()
+    assert set(saved["totals"]["weak 10"]) == set(tool.RULES)

@@ -1,0 +1,213 @@
+"""How far a run that cannot be told from guessing should move toward chance: rules compared.
+
+When an adaptive run's answers cannot be told from guessing, the product widens its interval
+to the chance-level score and moves the estimate toward it by P(guessing), the posterior at
+even prior odds (``personfit.widen_for_fit``). ``bench/adaptive_fit.md`` shows that after 10
+items this move halves the error of the weakest fifth on MMLU and Winogrande and raises it on
+random splits (Winogrande 4.19 -> 6.99). This script scores other weights on the same runs,
+so that a rule change rests on numbers: the interval is the same under every weight (it
+spans the estimate, its move and chance), so only the point estimate differs.
+
+Each rule is applied through the product's own ``widen_for_fit``, with the run's P(guessing)
+replaced by the rule's weight:
+
+- ``P(guessing)``: the product's rule (what ``estimate_pool`` prints);
+- ``widen only``: no move;
+- ``odds beyond even``: max(0, 2 P - 1), the move only as far as the answers favour guessing;
+- ``prior 0.2`` / ``prior 0.1``: P(guessing) at prior odds 1:4 / 1:9 instead of 1:1.
+
+    python tools/bench_guess_weight.py                                   # every pool with chance
+    python tools/bench_guess_weight.py --benchmarks musr --protocols weak --out /tmp/check
+    python tools/bench_guess_weight.py --merge /tmp/a/guess_weight.json  # into --out's report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, logit
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_adaptive import REPO, load_benchmark
+from bench_adaptive_fit import merge, replayed_runs, run_info
+
+from lmeval_microbench._io import write_text_if_changed
+from lmeval_microbench.adaptive.pool import posterior_estimate
+from lmeval_microbench.personfit import bundle_person_fit, widen_for_fit
+
+BENCHMARKS = ("mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "musr")  # chance given
+
+
+def _at_prior(prior: float) -> Callable[[float], float]:
+    return lambda p: float(expit(logit(min(max(p, 1e-12), 1 - 1e-12)) + logit(prior)))
+
+
+RULES: dict[str, Callable[[float], float]] = {
+    "P(guessing)": lambda p: p,
+    "widen only": lambda p: 0.0,
+    "odds beyond even": lambda p: max(0.0, 2 * p - 1),
+    "prior 0.2": _at_prior(0.2),
+    "prior 0.1": _at_prior(0.1),
+}
+
+
+def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[str, Any]:
+    """Each run's first ``n`` answers read under every rule (fractions), with its flag and
+    its P(guessing)."""
+    ids, spec = pool.item_ids, pool.bundle.person_fit
+    read: dict[str, list[tuple[float, float, float]]] = {name: [] for name in RULES}
+    guessing, posterior = [], []
+    for answers, asked in zip(values, order[:, :n], strict=True):
+        scores = {ids[j]: float(answers[j]) for j in asked}
+        raw, _, _ = posterior_estimate(pool, scores)
+        row = np.array([[scores.get(item, np.nan) for item in pool.bundle.item_ids]])
+        fit = bundle_person_fit(pool.bundle, row)[0]
+        p = fit.guess_posterior if np.isfinite(fit.guess_posterior) else 1.0
+        for name, weight in RULES.items():
+            reported = raw
+            if fit.guessing:
+                weighted = replace(fit, guess_posterior=weight(p))
+                reported = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)[
+                    0
+                ]
+            read[name].append((reported.value, reported.lower, reported.upper))
+        guessing.append(fit.guessing)
+        posterior.append(p)
+    return {
+        "rules": {name: np.array(rows).T for name, rows in read.items()},
+        "guessing": np.array(guessing),
+        "posterior": np.array(posterior),
+    }
+
+
+def score_rules(part: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
+    """MAE and bias (points) per rule; coverage and width, the same under every rule."""
+    intervals = [(rows[1], rows[2]) for rows in part["rules"].values()]
+    lower, upper = intervals[0]
+    same = all(np.allclose(lo, lower) and np.allclose(hi, upper) for lo, hi in intervals)
+    flagged = part["posterior"][part["guessing"]]
+    return {
+        "targets": int(truth.size),
+        "mae": {k: float(100 * np.mean(np.abs(v[0] - truth))) for k, v in part["rules"].items()},
+        "bias": {k: float(100 * np.mean(v[0] - truth)) for k, v in part["rules"].items()},
+        "coverage": float(np.mean((lower <= truth + 1e-12) & (truth - 1e-12 <= upper))),
+        "width": float(100 * np.mean(upper - lower)),
+        "same_interval": bool(same),
+        "guessing": float(np.mean(part["guessing"])),
+        "median_posterior": float(np.median(flagged)) if flagged.size else None,
+    }
+
+
+def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
+    budgets = tuple(args.items)
+    pool, values, result, target_truth, _ = replayed_runs(
+        bm, matrix, truth, protocol, args, budgets
+    )
+    rows = []
+    for n in budgets:
+        part = read_rules(pool, values, result.order, n)
+        rows.append({"benchmark": bm, "protocol": protocol, "items": n})
+        rows[-1].update(score_rules(part, target_truth))
+    return rows
+
+
+def totals(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Per protocol x items: MAE summed over benchmarks per rule."""
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        key = f"{row['protocol']} {row['items']}"
+        for name, mae in row["mae"].items():
+            out.setdefault(key, {}).setdefault(name, 0.0)
+            out[key][name] += mae
+    return out
+
+
+def write_report(results: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    results["totals"] = totals(results["rows"])
+    write_text_if_changed(out / "guess_weight.json", json.dumps(results, indent=1) + "\n")
+    info = results["info"]
+    merged = "runs side by side, the longest; " if " (+ " in info["command"] else ""
+    names = list(RULES)
+    lines = [
+        "# How far a run that cannot be told from guessing should move toward chance",
+        "",
+        f"Generated by `{info['command']}` in {info['seconds']:.0f} s ({merged}load average at "
+        f"the end {info['load_average']}, 2 cores).",
+        "",
+        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        "",
+        f"Splits and runs as in ``bench/adaptive_fit.md`` (seed {info['seed']}, at most "
+        f"{info['max_targets']} held-out models per protocol). MAE in points per rule; cov and "
+        "width: the 90 % interval, the same under every rule ('same' says so); guess: share "
+        "of runs flagged as guessing (only those move); P med: their median P(guessing).",
+        "",
+        "| benchmark | protocol | items | targets | guess | P med | "
+        + " | ".join(names)
+        + " | cov | width | same |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * len(names) + "---:|---:|---|",
+    ]
+    for row in results["rows"]:
+        p_med = "-" if row["median_posterior"] is None else f"{row['median_posterior']:.2f}"
+        best = min(row["mae"].values())
+        maes = [
+            f"**{row['mae'][k]:.2f}**" if row["mae"][k] == best else f"{row['mae'][k]:.2f}"
+            for k in names
+        ]
+        lines.append(
+            f"| {row['benchmark']} | {row['protocol']} | {row['items']} | {row['targets']} "
+            f"| {100 * row['guessing']:.0f} % | {p_med} | "
+            + " | ".join(maes)
+            + f" | {row['coverage']:.2f} | {row['width']:.1f} | "
+            f"{'yes' if row['same_interval'] else 'NO'} |"
+        )
+    lines += ["", "MAE summed over the benchmarks above, per protocol and items:", ""]
+    lines += ["| protocol, items | " + " | ".join(names) + " |"]
+    lines += ["|---|" + "---:|" * len(names)]
+    for key, by_rule in results["totals"].items():
+        lines.append(f"| {key} | " + " | ".join(f"{by_rule[k]:.2f}" for k in names) + " |")
+    write_text_if_changed(out / "guess_weight.md", "\n".join(lines) + "\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=REPO / ".." / "shared" / "data")
+    parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
+    parser.add_argument("--protocols", default="random,weak,extrapolation")
+    parser.add_argument("--items", type=int, nargs="+", default=[10])
+    parser.add_argument("--max-targets", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument("--merge", type=Path, nargs="+", default=[])
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.merge:
+        merge(args.out, args.merge, name="guess_weight", write=write_report)
+        return
+    start = time.perf_counter()
+    plan = [(b, p) for b in args.benchmarks.split(",") for p in args.protocols.split(",")]
+    results: dict[str, Any] = {"info": {}, "rows": []}
+    with tqdm(total=len(plan), desc="benchmark x protocol") as bar:
+        for bm in args.benchmarks.split(","):
+            matrix, truth, _ = load_benchmark(args.shared, bm)
+            for protocol in args.protocols.split(","):
+                results["rows"].extend(run_protocol(bm, matrix, truth, protocol, args))
+                results["info"] = run_info(args, argv, start, tool="bench_guess_weight")
+                write_report(results, args.out)  # after each cell
+                bar.update()
+
+
+if __name__ == "__main__":
+    main()
