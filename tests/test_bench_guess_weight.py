@@ -72,7 +72,9 @@ def test_scores_and_totals_by_hand():
     assert scored["coverage"] == 1.0 and scored["width"] == pytest.approx(40.0)
     assert scored["same_interval"] and scored["median_posterior"] == pytest.approx(0.8)
     rows = [{"protocol": "weak", "items": 10, **scored}] * 2
-    assert tool.totals(rows)["weak 10"]["widen only"] == pytest.approx(20.0)
+    summed = tool.totals(rows)["weak 10"]
+    assert summed["widen only"] == {"sum": pytest.approx(20.0), "near_best": 0}
+    assert summed["P(guessing)"] == {"sum": pytest.approx(10.0), "near_best": 2}
 
 
 @pytest.mark.slow

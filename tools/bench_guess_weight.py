@@ -120,14 +120,17 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
     return rows
 
 
-def totals(rows: list[dict]) -> dict[str, dict[str, float]]:
-    """Per protocol x items: MAE summed over benchmarks per rule."""
-    out: dict[str, dict[str, float]] = {}
+def totals(rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per protocol x items and rule: MAE summed over benchmarks, and the number of
+    benchmarks where the rule is within 0.1 points of the best rule."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
     for row in rows:
         key = f"{row['protocol']} {row['items']}"
+        best = min(row["mae"].values())
         for name, mae in row["mae"].items():
-            out.setdefault(key, {}).setdefault(name, 0.0)
-            out[key][name] += mae
+            entry = out.setdefault(key, {}).setdefault(name, {"sum": 0.0, "near_best": 0})
+            entry["sum"] += mae
+            entry["near_best"] += int(mae <= best + 0.1)
     return out
 
 
@@ -170,11 +173,17 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             + f" | {row['coverage']:.2f} | {row['width']:.1f} | "
             f"{'yes' if row['same_interval'] else 'NO'} |"
         )
-    lines += ["", "MAE summed over the benchmarks above, per protocol and items:", ""]
-    lines += ["| protocol, items | " + " | ".join(names) + " |"]
-    lines += ["|---|" + "---:|" * len(names)]
+    lines += [
+        "",
+        "Per protocol and items: MAE summed over the benchmarks above, and in brackets the "
+        "number of benchmarks where the rule is within 0.1 points of the best one.",
+        "",
+        "| protocol, items | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
     for key, by_rule in results["totals"].items():
-        lines.append(f"| {key} | " + " | ".join(f"{by_rule[k]:.2f}" for k in names) + " |")
+        cells = [f"{by_rule[k]['sum']:.2f} ({by_rule[k]['near_best']})" for k in names]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
     write_text_if_changed(out / "guess_weight.md", "\n".join(lines) + "\n")
 
 

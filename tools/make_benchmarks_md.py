@@ -93,6 +93,7 @@ SECTIONS = [
     ("rank.md", "tools/bench_rank.py"),
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_fit.md", "tools/bench_adaptive_fit.py"),
+    ("guess_weight.md", "tools/bench_guess_weight.py"),
     ("adaptive_before_calibrate.md", "tools/bench_adaptive.py"),
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
     ("adaptive_before_ability_edge.md", "tools/bench_adaptive.py"),
