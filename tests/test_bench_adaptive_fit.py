@@ -73,6 +73,8 @@ def test_merge_replaces_a_benchmarks_rows_and_keeps_the_others(tmp_path):
         ("musr", 3.0),
     ]
     assert saved["info"]["command"] == "python x.py --a (+ --b)"
+    tool.main(["--out", str(out), "--merge", str(other)])  # the same run again: named once
+    assert json.loads((out / "adaptive_fit.json").read_text())["info"] == saved["info"]
     assert "| musr | weak | given | 10 | 5 | 3.00 → 1.00 |" in (out / "adaptive_fit.md").read_text()
 
 

@@ -167,7 +167,10 @@ def write_report(results: dict[str, Any], out: Path) -> None:
 
 
 def merge(
-    out: Path, others: list[Path], name: str = "adaptive_fit", write: Any = write_report
+    out: Path,
+    others: list[Path],
+    name: str = "adaptive_fit",
+    write: Callable[[dict[str, Any], Path], None] = write_report,
 ) -> None:
     """Rows of ``others`` (runs of other benchmarks or protocols, side by side) replace those
     of ``out``'s report ``name`` on the same benchmark x protocol; the commands are listed
@@ -178,7 +181,9 @@ def merge(
         done = {(r["benchmark"], r["protocol"]) for r in other["rows"]}
         kept = [r for r in saved["rows"] if (r["benchmark"], r["protocol"]) not in done]
         saved["rows"] = kept + other["rows"]
-        saved["info"]["command"] += " (+ " + other["info"]["command"].split("py ", 1)[1] + ")"
+        added = " (+ " + other["info"]["command"].split("py ", 1)[1] + ")"
+        if added not in saved["info"]["command"]:  # merging the same run twice names it once
+            saved["info"]["command"] += added
         saved["info"]["seconds"] = max(saved["info"]["seconds"], other["info"]["seconds"])
     order = {bm: k for k, bm in enumerate(BENCHMARKS)}
     saved["rows"].sort(
