@@ -40,7 +40,7 @@ from bench_adaptive_fit import merge, replayed_runs, report_header, run_cells
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import posterior_estimate
-from lmeval_microbench.personfit import bundle_person_fit, widen_for_fit
+from lmeval_microbench.personfit import check_estimate, widen_for_fit
 
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "musr")  # chance given
 
@@ -67,16 +67,14 @@ def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict
     for answers, asked in zip(values, order[:, :n], strict=True):
         scores = {ids[j]: float(answers[j]) for j in asked}
         raw, _, _ = posterior_estimate(pool, scores)
-        row = np.array([[scores.get(item, np.nan) for item in pool.bundle.item_ids]])
-        fit = bundle_person_fit(pool.bundle, row)[0]
+        _, fit, _ = check_estimate(pool.bundle, scores, raw)  # the fit estimate_pool checks
         p = fit.guess_posterior if np.isfinite(fit.guess_posterior) else 1.0
         for name, weight in RULES.items():
             reported = raw
             if fit.guessing:
                 weighted = replace(fit, guess_posterior=weight(p))
-                reported = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)[
-                    0
-                ]
+                moved = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)
+                reported = moved[0]
             read[name].append((reported.value, reported.lower, reported.upper))
         guessing.append(fit.guessing)
         posterior.append(p)
