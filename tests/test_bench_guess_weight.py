@@ -57,6 +57,20 @@ def test_rules_differ_only_in_how_far_flagged_runs_move(coin_flip_pool, read):
     for prior in ("prior 0.2", "prior 0.1"):  # lower prior odds: a shorter move
         assert np.all(rules[prior][0][above] >= rules["P(guessing)"][0][above] - 1e-12)
     assert np.all(rules["prior 0.1"][0][above] >= rules["prior 0.2"][0][above] - 1e-12)
+    for name in ("ability sd 2", "ability sd 3"):  # a move between none and all the way
+        assert np.all(rules[name][0][above] <= raw[above] + 1e-12)
+        assert np.all(rules[name][0][above] >= CHANCE - 1e-12)
+    assert np.any(np.abs(rules["ability sd 3"][0][above] - product[0][above]) > 1e-6)
+
+
+def test_a_unit_ability_sd_gives_the_products_posterior(coin_flip_pool, read, monkeypatch):
+    tool = tools_module("bench_guess_weight")
+    monkeypatch.setattr(tool, "ABILITY_SD", {"sd 1": 1.0})
+    pool, values, order = coin_flip_pool
+    for k in np.flatnonzero(read["guessing"])[:3]:
+        scores = {pool.item_ids[j]: float(values[k, j]) for j in order[k, :20]}
+        posterior = tool.wide_posteriors(pool.bundle, scores)["sd 1"]
+        assert posterior == pytest.approx(read["posterior"][k])
 
 
 def test_scores_and_totals_by_hand():
@@ -87,6 +101,6 @@ def test_a_musr_weak_cell_is_run_end_to_end(shared_data, tmp_path):
     assert (row["benchmark"], row["protocol"], row["items"], row["targets"]) == (
         "musr", "weak", 10, 8,
     )  # fmt: skip
-    assert row["same_interval"] and set(row["mae"]) == set(tool.RULES)
+    assert row["same_interval"] and set(row["mae"]) == set(tool.NAMES)
     assert "| musr | weak | 10 | 8 |" in (tmp_path / "guess_weight.md").read_text()
-    assert set(saved["totals"]["weak 10"]) == set(tool.RULES)
+    assert set(saved["totals"]["weak 10"]) == set(tool.NAMES)

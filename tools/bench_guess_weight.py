@@ -14,7 +14,10 @@ replaced by the rule's weight:
 - ``P(guessing)``: the product's rule (what ``estimate_pool`` prints);
 - ``widen only``: no move;
 - ``odds beyond even``: max(0, 2 P - 1), the move only as far as the answers favour guessing;
-- ``prior 0.2`` / ``prior 0.1``: P(guessing) at prior odds 1:4 / 1:9 instead of 1:1.
+- ``prior 0.2`` / ``prior 0.1``: P(guessing) at prior odds 1:4 / 1:9 instead of 1:1;
+- ``ability sd 2`` / ``ability sd 3``: P(guessing) at even odds against an ordinary model
+  whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1): a model
+  beyond the sources then needs no guessing to explain it (the weakest fifth is beyond).
 
     python tools/bench_guess_weight.py                                   # every pool with chance
     python tools/bench_guess_weight.py --benchmarks musr --protocols weak --out /tmp/check
@@ -40,7 +43,7 @@ from bench_adaptive_fit import merge, replayed_runs, report_header, run_cells
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import posterior_estimate
-from lmeval_microbench.personfit import check_estimate, widen_for_fit
+from lmeval_microbench.personfit import check_estimate, guessing_test, widen_for_fit
 
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "musr")  # chance given
 
@@ -56,23 +59,40 @@ RULES: dict[str, Callable[[float], float]] = {
     "prior 0.2": _at_prior(0.2),
     "prior 0.1": _at_prior(0.1),
 }
+ABILITY_SD = {"ability sd 2": 2.0, "ability sd 3": 3.0}  # rules that refit the posterior
+NAMES = (*RULES, *ABILITY_SD)
+
+
+def wide_posteriors(bundle: Any, scores: dict[Any, float]) -> dict[str, float]:
+    """P(guessing) of one run under each ``ABILITY_SD`` rule: the product's test on the same
+    answers with a wider ability prior (the posterior needs no simulated responders)."""
+    ids = list(bundle.item_ids)
+    values = np.array([[scores.get(item, np.nan) for item in ids]])
+    chance = bundle.person_fit.chance_vector(ids)
+    tests = {
+        name: guessing_test(bundle.irt, values, ids, chance, n_simulations=1, prior_sd=sd)
+        for name, sd in ABILITY_SD.items()
+    }
+    return {name: float(test.posterior[0]) for name, test in tests.items()}
 
 
 def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[str, Any]:
     """Each run's first ``n`` answers read under every rule (fractions), with its flag and
     its P(guessing)."""
     ids, spec = pool.item_ids, pool.bundle.person_fit
-    read: dict[str, list[tuple[float, float, float]]] = {name: [] for name in RULES}
+    read: dict[str, list[tuple[float, float, float]]] = {name: [] for name in NAMES}
     guessing, posterior = [], []
     for answers, asked in zip(values, order[:, :n], strict=True):
         scores = {ids[j]: float(answers[j]) for j in asked}
         raw, _, _ = posterior_estimate(pool, scores)
         _, fit, _ = check_estimate(pool.bundle, scores, raw)  # the fit estimate_pool checks
         p = fit.guess_posterior if np.isfinite(fit.guess_posterior) else 1.0
-        for name, weight in RULES.items():
+        weights = {name: rule(p) for name, rule in RULES.items()}
+        weights.update(wide_posteriors(pool.bundle, scores) if fit.guessing else {})
+        for name in NAMES:
             reported = raw
             if fit.guessing:
-                weighted = replace(fit, guess_posterior=weight(p))
+                weighted = replace(fit, guess_posterior=weights[name])
                 moved = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)
                 reported = moved[0]
             read[name].append((reported.value, reported.lower, reported.upper))
@@ -135,7 +155,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     results["totals"] = totals(results["rows"])
     write_text_if_changed(out / "guess_weight.json", json.dumps(results, indent=1) + "\n")
     info = results["info"]
-    names = list(RULES)
+    names = list(NAMES)
     title = "How far a run that cannot be told from guessing should move toward chance"
     lines = report_header(title, info, __doc__)
     lines += [
