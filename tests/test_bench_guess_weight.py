@@ -87,15 +87,19 @@ def test_scores_and_totals_by_hand():
     assert scored["same_interval"] and scored["median_posterior"] == pytest.approx(0.8)
     rows = [{"protocol": "weak", "items": 10, **scored}] * 2
     summed = tool.totals(rows)["weak 10"]
-    assert summed["widen only"] == {"sum": pytest.approx(20.0), "near_best": 0}
-    assert summed["P(guessing)"] == {"sum": pytest.approx(10.0), "near_best": 2}
+    assert summed["widen only"] == {
+        "sum": pytest.approx(20.0), "near_best": 0, "better": 0, "worse": 2,
+    }  # fmt: skip
+    assert summed["P(guessing)"] == {
+        "sum": pytest.approx(10.0), "near_best": 2, "better": 0, "worse": 0,
+    }  # fmt: skip
 
 
 @pytest.mark.slow
 def test_a_musr_weak_cell_is_run_end_to_end(shared_data, tmp_path):
     tool = tools_module("bench_guess_weight")
     args = ["--shared", str(shared_data), "--benchmarks", "musr", "--protocols", "weak"]
-    tool.main([*args, "--max-targets", "8", "--out", str(tmp_path)])
+    tool.main([*args, "--items", "10", "--max-targets", "8", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "guess_weight.json").read_text())
     (row,) = saved["rows"]
     assert (row["benchmark"], row["protocol"], row["items"], row["targets"]) == (

@@ -19,7 +19,7 @@ replaced by the rule's weight:
   whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1): a model
   beyond the sources then needs no guessing to explain it (the weakest fifth is beyond).
 
-    python tools/bench_guess_weight.py                                   # every pool with chance
+    python tools/bench_guess_weight.py                    # every pool with chance, 10 and 25 items
     python tools/bench_guess_weight.py --benchmarks musr --protocols weak --out /tmp/check
     python tools/bench_guess_weight.py --merge /tmp/a/guess_weight.json  # into --out's report
 """
@@ -52,8 +52,9 @@ def _at_prior(prior: float) -> Callable[[float], float]:
     return lambda p: float(expit(logit(min(max(p, 1e-12), 1 - 1e-12)) + logit(prior)))
 
 
+PRODUCT = "P(guessing)"  # the rule the product applies
 RULES: dict[str, Callable[[float], float]] = {
-    "P(guessing)": lambda p: p,
+    PRODUCT: lambda p: p,
     "widen only": lambda p: 0.0,
     "odds beyond even": lambda p: max(0.0, 2 * p - 1),
     "prior 0.2": _at_prior(0.2),
@@ -137,16 +138,21 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
 
 
 def totals(rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per protocol x items and rule: MAE summed over benchmarks, and the number of
-    benchmarks where the rule is within 0.1 points of the best rule."""
+    """Per protocol x items and rule: MAE summed over benchmarks, the number of benchmarks
+    where the rule is within 0.1 points of the best rule, and those where it is more than 0.1
+    points better / worse than the product's rule."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for row in rows:
         key = f"{row['protocol']} {row['items']}"
-        best = min(row["mae"].values())
+        best, product = min(row["mae"].values()), row["mae"][PRODUCT]
         for name, mae in row["mae"].items():
-            entry = out.setdefault(key, {}).setdefault(name, {"sum": 0.0, "near_best": 0})
+            entry = out.setdefault(key, {}).setdefault(
+                name, {"sum": 0.0, "near_best": 0, "better": 0, "worse": 0}
+            )
             entry["sum"] += mae
             entry["near_best"] += int(mae <= best + 0.1)
+            entry["better"] += int(mae < product - 0.1)
+            entry["worse"] += int(mae > product + 0.1)
     return out
 
 
@@ -186,13 +192,17 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     lines += [
         "",
         "Per protocol and items: MAE summed over the benchmarks above, and in brackets the "
-        "number of benchmarks where the rule is within 0.1 points of the best one.",
+        "number of benchmarks where the rule is within 0.1 points of the best one, and where "
+        f"it is more than 0.1 points better / worse than the product's rule ({PRODUCT}).",
         "",
         "| protocol, items | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
     ]
     for key, by_rule in results["totals"].items():
-        cells = [f"{by_rule[k]['sum']:.2f} ({by_rule[k]['near_best']})" for k in names]
+        cells = [
+            f"{r['sum']:.2f} ({r['near_best']}; {r['better']}/{r['worse']})"
+            for r in (by_rule[k] for k in names)
+        ]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     write_text_if_changed(out / "guess_weight.md", "\n".join(lines) + "\n")
 
@@ -202,7 +212,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shared", type=Path, default=REPO / ".." / "shared" / "data")
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     parser.add_argument("--protocols", default="random,weak,extrapolation")
-    parser.add_argument("--items", type=int, nargs="+", default=[10])
+    parser.add_argument("--items", type=int, nargs="+", default=[10, 25])
     parser.add_argument("--max-targets", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
