@@ -88,15 +88,16 @@ def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict
         raw, _, _ = posterior_estimate(pool, scores)
         _, fit, _ = check_estimate(pool.bundle, scores, raw)  # the fit estimate_pool checks
         p = fit.guess_posterior if np.isfinite(fit.guess_posterior) else 1.0
-        weights = {name: rule(p) for name, rule in RULES.items()}
-        weights.update(wide_posteriors(pool.bundle, scores) if fit.guessing else {})
-        for name in NAMES:
-            reported = raw
-            if fit.guessing:
-                weighted = replace(fit, guess_posterior=weights[name])
+        reported = dict.fromkeys(NAMES, raw)  # an unflagged run is never moved
+        if fit.guessing:
+            weights = {name: rule(p) for name, rule in RULES.items()}
+            weights.update(wide_posteriors(pool.bundle, scores))
+            for name, weight in weights.items():
+                weighted = replace(fit, guess_posterior=weight)
                 moved = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)
-                reported = moved[0]
-            read[name].append((reported.value, reported.lower, reported.upper))
+                reported[name] = moved[0]
+        for name, estimate in reported.items():
+            read[name].append((estimate.value, estimate.lower, estimate.upper))
         guessing.append(fit.guessing)
         posterior.append(p)
     return {
