@@ -24,9 +24,9 @@ def weakest_fifth():
     from lmeval_microbench.adaptive.simulate import replay
     from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
-    matrix, _ = simulate_responses(random_item_params(30, seed=3), 300, seed=4)
+    matrix, _ = simulate_responses(random_item_params(24, seed=3), 200, seed=4)
     truth = matrix.mean_scores()
-    weak, strong = np.split(np.argsort(truth), [60])
+    weak, strong = np.split(np.argsort(truth), [40])
     ids = np.asarray(matrix.model_ids)
     sources = np.sort(strong)
     source = matrix.select_models(ids[sources])
@@ -44,14 +44,20 @@ def read(weakest_fifth):
     return tools_module("bench_floor_rule").read_rules(pool, values, order, N_ITEMS)
 
 
-def test_the_products_rule_is_what_estimate_pool_prints(weakest_fifth, read):
+def test_each_rule_is_what_estimate_pool_prints_with_its_score_map(weakest_fifth, read):
+    tool = tools_module("bench_floor_rule")
     pool, values, order, _ = weakest_fifth
-    for k in (0, len(values) // 2, len(values) - 1):
+    moved = np.flatnonzero(~np.isclose(read["+1 band"][1], read["product"][1]))
+    for k in (0, len(values) - 1, *moved):
         scores = {pool.item_ids[j]: float(values[k, j]) for j in order[k, :N_ITEMS]}
         printed = estimate_pool(pool, scores)
-        np.testing.assert_allclose(
-            read["product"][:, k], [printed.value, printed.lower, printed.upper]
-        )
+        expected = [printed.value, printed.lower, printed.upper]
+        np.testing.assert_allclose(read["product"][:, k], expected)
+        unchanged = estimate_pool(tool.rule_pool(pool, 0.0, N_ITEMS), scores)  # the same test
+        np.testing.assert_allclose([unchanged.value, unchanged.lower, unchanged.upper], expected)
+        for name, extra in tool.RULES.items():
+            ruled = estimate_pool(tool.rule_pool(pool, extra, N_ITEMS), scores)
+            np.testing.assert_allclose(read[name][:, k], [ruled.value, ruled.lower, ruled.upper])
 
 
 def test_wider_rules_only_lower_some_lower_edges_to_the_floor(weakest_fifth, read):

@@ -192,8 +192,10 @@ def merge(
     write(saved, out)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None, doc: str | None = __doc__) -> argparse.Namespace:
+    """The options of this tool, and of tools that replay the same runs (``doc``: the
+    calling tool's docstring, whose first line ``--help`` shows)."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--shared", type=Path, default=REPO / ".." / "shared" / "data")
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))

@@ -94,6 +94,7 @@ SECTIONS = [
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_fit.md", "tools/bench_adaptive_fit.py"),
     ("guess_weight.md", "tools/bench_guess_weight.py"),
+    ("floor_rule.md", "tools/bench_floor_rule.py"),
     ("adaptive_before_calibrate.md", "tools/bench_adaptive.py"),
     ("adaptive_before_downfold.md", "tools/bench_adaptive.py"),
     ("adaptive_before_ability_edge.md", "tools/bench_adaptive.py"),
