@@ -157,8 +157,9 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         "90 % coverage, mean width (points) and, in brackets, the runs whose interval lay "
         "above / below the true score; moved: runs whose lower edge differs from the "
         "product's. 'same': estimates and upper edges equal under every rule. Benchmarks in "
-        f"this report: {', '.join(sorted({r['benchmark'] for r in results['rows']}))} (one "
-        "named in the command but not here was stopped before it finished a cell).",
+        f"this report: {', '.join(sorted({r['benchmark'] for r in results['rows']}))} (any "
+        "benchmark the command names that this list lacks was stopped before it finished a "
+        "cell).",
         "",
         "| benchmark | protocol | items | targets | " + " | ".join(RULES) + " | moved | same |",
         "|---|---|---:|---:|" + "---|" * len(RULES) + "---|---|",
