@@ -22,6 +22,7 @@ from lmeval_microbench.adaptive.pool import (
     with_floor,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+from lmeval_microbench.adaptive.scoring import FLOOR_TEST_MARGIN
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.bundle import load_bundle
@@ -68,6 +69,24 @@ def test_the_floor_lowers_only_runs_that_may_lie_below_the_sources_by_hand():
         np.testing.assert_allclose(low[[0, 3]], CHANCE - 0.05)
         np.testing.assert_array_equal(low[1:3], low0[1:3])
         np.testing.assert_array_equal(high, high0)
+
+
+def test_the_floor_test_lowers_the_edge_by_half_its_band_first_by_hand():
+    """Runs just above the weakest source with an ability inside the sources: the floor
+    applies exactly where the 90 % lower edge lowered by FLOOR_TEST_MARGIN of its half-width
+    reaches the weakest source's score, also where the 90 % edge itself stays above it."""
+    score_map = pool_state(_pool()).state.score_map
+    bottom = 0.4
+    score_map = replace(score_map, truth_range=(bottom, score_map.truth_range[1]))
+    edge = next(side for side in score_map.sides if side.side == BELOW).ability_edge
+    prediction = bottom + np.linspace(0.0, 0.3, 61)
+    ability = (np.full(prediction.size, edge + 1.0), np.full(prediction.size, 0.2))
+    down = score_map.halves(prediction, 10, 0.9, ability)[0]
+    low, _ = score_map.interval(prediction, 10, 0.9, (prediction, prediction), ability)
+    expected = prediction - (1.0 + FLOOR_TEST_MARGIN) * down <= bottom
+    np.testing.assert_array_equal(np.isclose(low, CHANCE - 0.05), expected)
+    assert (expected & (prediction - down > bottom)).any()  # the margin decides some runs
+    assert not expected.all()  # and runs further up keep their band
 
 
 def test_pools_saved_before_the_floor_keep_their_intervals_and_bad_floors_are_refused():

@@ -1,5 +1,6 @@
 """tools/bench_floor_rule.py: where an adaptive run's lower edge reaches down to the floor,
-the product's rule beside wider ones, applied through the product's own ``estimate_pool``."""
+the product's rule beside the rule before it and a wider one, applied through the product's own
+``estimate_pool``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from tools_support import tools_module
 
 from lmeval_microbench.adaptive.pool import estimate_pool
+from lmeval_microbench.adaptive.scoring import FLOOR_TEST_MARGIN
 
 N_ITEMS = 10
 
@@ -47,33 +49,33 @@ def read(weakest_fifth):
 def test_each_rule_is_what_estimate_pool_prints_with_its_score_map(weakest_fifth, read):
     tool = tools_module("bench_floor_rule")
     pool, values, order, _ = weakest_fifth
-    moved = np.flatnonzero(~np.isclose(read["+1 band"][1], read["product"][1]))
+    moved = np.flatnonzero(~np.isclose(read["+1 band"][1], read["edge"][1]))
     for k in (0, len(values) - 1, *moved):
         scores = {pool.item_ids[j]: float(values[k, j]) for j in order[k, :N_ITEMS]}
         printed = estimate_pool(pool, scores)
         expected = [printed.value, printed.lower, printed.upper]
-        np.testing.assert_allclose(read["product"][:, k], expected)
-        unchanged = estimate_pool(tool.rule_pool(pool, 0.0, N_ITEMS), scores)  # the same test
-        np.testing.assert_allclose([unchanged.value, unchanged.lower, unchanged.upper], expected)
-        for name, extra in tool.RULES.items():
-            ruled = estimate_pool(tool.rule_pool(pool, extra, N_ITEMS), scores)
+        np.testing.assert_allclose(read[tool.PRODUCT][:, k], expected)
+        own = estimate_pool(tool.rule_pool(pool, FLOOR_TEST_MARGIN, N_ITEMS), scores)
+        np.testing.assert_allclose([own.value, own.lower, own.upper], expected)  # the same test
+        for name, share in tool.RULES.items():
+            ruled = estimate_pool(tool.rule_pool(pool, share, N_ITEMS), scores)
             np.testing.assert_allclose(read[name][:, k], [ruled.value, ruled.lower, ruled.upper])
 
 
 def test_wider_rules_only_lower_some_lower_edges_to_the_floor(weakest_fifth, read):
     pool, *_ = weakest_fifth
     floor = pool.state.score_map.floor
-    product = read["product"]
-    previous = product[1]
+    before = read["edge"]
+    previous = before[1]
     for name in ("+0.5 band", "+1 band"):
         rows = read[name]
-        np.testing.assert_allclose(rows[0], product[0], err_msg=name)  # the same estimates
-        np.testing.assert_allclose(rows[2], product[2], err_msg=name)  # and upper edges
-        moved = ~np.isclose(rows[1], product[1])
-        np.testing.assert_allclose(rows[1][moved], np.minimum(product[1][moved], floor))
+        np.testing.assert_allclose(rows[0], before[0], err_msg=name)  # the same estimates
+        np.testing.assert_allclose(rows[2], before[2], err_msg=name)  # and upper edges
+        moved = ~np.isclose(rows[1], before[1])
+        np.testing.assert_allclose(rows[1][moved], np.minimum(before[1][moved], floor))
         assert np.all(rows[1] <= previous + 1e-12), name  # a wider rule never floors less
         previous = rows[1]
-    assert (~np.isclose(read["+1 band"][1], product[1])).any()  # the fixture exercises it
+    assert (~np.isclose(read["+1 band"][1], before[1])).any()  # the fixture exercises it
 
 
 def test_scores_and_totals_by_hand():
@@ -82,17 +84,17 @@ def test_scores_and_totals_by_hand():
     product = np.array([[0.40, 0.50], [0.35, 0.45], [0.45, 0.55]])  # misses the first
     wider = product.copy()
     wider[1, 0] = 0.20
-    read = {"product": product, "+0.5 band": product, "+1 band": wider}
+    read = {"edge": product, "+0.5 band": product, "+1 band": wider}
     scored = tool.score_rules(read, truth)
     assert scored["same_value_and_upper"]
-    assert scored["coverage"] == {"product": 0.5, "+0.5 band": 0.5, "+1 band": 1.0}
-    assert scored["width"]["product"] == pytest.approx(10.0)
+    assert scored["coverage"] == {"edge": 0.5, "+0.5 band": 0.5, "+1 band": 1.0}
+    assert scored["width"]["edge"] == pytest.approx(10.0)
     assert scored["width"]["+1 band"] == pytest.approx(17.5)
-    assert scored["miss_low"]["product"] == 1 and scored["miss_high"]["product"] == 0
-    assert scored["moved"] == {"product": 0, "+0.5 band": 0, "+1 band": 1}
+    assert scored["miss_low"]["edge"] == 1 and scored["miss_high"]["edge"] == 0
+    assert scored["moved"] == {"edge": 0, "+0.5 band": 0, "+1 band": 1}
     rows = [{"protocol": "weak", "items": n, **scored} for n in (10, 25)]
     summed = tool.totals(rows)["weak"]
-    assert summed["product"] == {"cells": 2, "low": 2, "least": 0.5, "width": pytest.approx(10.0)}
+    assert summed["edge"] == {"cells": 2, "low": 2, "least": 0.5, "width": pytest.approx(10.0)}
     assert summed["+1 band"]["low"] == 0 and summed["+1 band"]["least"] == 1.0
 
 
