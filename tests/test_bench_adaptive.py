@@ -37,11 +37,23 @@ def test_a_merge_replaces_the_protocols_it_brings_and_keeps_the_others(tmp_path,
     other = tmp_path / "other.json"
     brought = {"mmlu": {"weak": "w1"}, "musr": {"weak": "m1"}}
     command = "python tools/bench_adaptive.py --b"
-    other.write_text(json.dumps({"config": dict(config, command=command), "results": brought}))
+    later = dict(config, command=command, finished="now")
+    other.write_text(json.dumps({"config": later, "results": brought}))
     written = {}
-    monkeypatch.setattr(tool, "write_reports", lambda out, results, cfg: written.update(r=results))
+    monkeypatch.setattr(
+        tool, "write_reports", lambda out, results, cfg: written.update(r=results, c=cfg)
+    )
     assert tool.main(["--out", str(tmp_path), "--merge", str(other)]) == 0
     assert written["r"] == {"mmlu": {"random": "r0", "weak": "w1"}, "musr": {"weak": "m1"}}
+    # which run made which rows: the earlier run keeps only what the later one did not bring
+    assert written["c"]["runs"] == [
+        {"command": config["command"], "finished": "then", "rows": {"mmlu": ["random"]}},
+        {"command": command, "finished": "now", "rows": {"mmlu": ["weak"], "musr": ["weak"]}},
+    ]
+    note = tool.runs_note(written["c"])[0]
+    assert "--a` (then): mmlu random / `python tools/bench_adaptive.py --b` (now)" in note
+    assert note.endswith("mmlu weak; musr weak")
+    assert tool.runs_note(config) == []  # one run: nothing to say
 
 
 def test_each_benchmark_is_replayed_with_the_floor_of_its_shipped_pool():

@@ -235,6 +235,20 @@ def run_protocol(
     return out
 
 
+def runs_note(config: dict[str, Any]) -> list[str]:
+    """Which run made which rows, where the report merges runs of different times (and so
+    perhaps of different code: the commit log says what changed between them)."""
+    runs = config.get("runs", [])
+    if len(runs) < 2:
+        return []
+    made = [
+        f"`{run['command']}` ({run['finished']}): "
+        + "; ".join(f"{bm} {', '.join(protocols)}" for bm, protocols in run["rows"].items())
+        for run in runs
+    ]
+    return ["Rows by run (a later run's rows replace an earlier one's): " + " / ".join(made), ""]
+
+
 def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
     lines = [
         "# Adaptive evaluation (replayed on real answers)",
@@ -250,6 +264,7 @@ def markdown(results: dict[str, Any], config: dict[str, Any]) -> str:
         "answered, through the same score map: the floor an adaptive run of this pool can "
         "reach.",
         "",
+        *runs_note(config),
         "| benchmark | protocol | items | MAE | RMSE | tau | MDAD | cov90 | width "
         "| unshifted MAE | randomesque MAE | sd across seeds | static recipe (items) "
         "| whole pool MAE (items) |",
@@ -356,8 +371,10 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
         "",
         "## The floor below the sources",
         "",
-        "Max-information runs that may lie below every source (their 90 % lower edge at or "
-        "under the weakest source's true score, or their ability beyond the sources' edge) "
+        "Max-information runs that may lie below every source (their 90 % lower edge, lowered "
+        "by `adaptive.scoring.FLOOR_TEST_MARGIN` of its half-width, at or under the weakest "
+        "source's true score; runs finished before 2026-12-05 compared the 90 % edge itself; "
+        "or their ability beyond the sources' edge) "
         "have their lower edge reach the floor (the chance-level score less 5 points; 0 for a "
         "pool built without chance levels; `adaptive.scoring.ScoreMap.with_floor`). Same runs, "
         "interval without the floor -> with it (rows replayed since the floor; the others "
@@ -406,14 +423,39 @@ def write_reports(out: Path, results: dict[str, Any], config: dict[str, Any]) ->
     plot(results, out / "adaptive.png")
 
 
+RUN_KEYS = ("command", "finished", "runs")
+"""Config keys that say which run made the rows, not how the rows were made."""
+
+
+def run_rows(config: dict[str, Any], results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs whose rows a report holds: each one's command, when it finished, and the
+    benchmark x protocol rows it made (a report not merged yet: one run, every row)."""
+    if "runs" in config:
+        return config["runs"]
+    rows = {bm: [p for p in per if p in PROTOCOLS] for bm, per in results.items()}
+    return [{"command": config["command"], "finished": config["finished"], "rows": rows}]
+
+
 def merge(args: argparse.Namespace) -> int:
+    """The protocols of ``args.merge``'s reports replace those of ``--out``'s; the report
+    lists which run made which rows, as runs of different code may then sit side by side."""
     saved = json.loads((args.out / "adaptive.json").read_text())
     for path in args.merge:
         other = json.loads(path.read_text())
-        if {k: v for k, v in other["config"].items() if k not in ("command", "finished")} != {
-            k: v for k, v in saved["config"].items() if k not in ("command", "finished")
+        if {k: v for k, v in other["config"].items() if k not in RUN_KEYS} != {
+            k: v for k, v in saved["config"].items() if k not in RUN_KEYS
         }:
             raise SystemExit(f"{path}: run with other settings than {args.out / 'adaptive.json'}")
+        runs = run_rows(saved["config"], saved["results"])
+        added = run_rows(other["config"], other["results"])
+        taken = {(bm, p) for run in added for bm, ps in run["rows"].items() for p in ps}
+        for run in runs:  # the rows the merged runs make are theirs now
+            run["rows"] = {
+                bm: kept
+                for bm, protocols in run["rows"].items()
+                if (kept := [p for p in protocols if (bm, p) not in taken])
+            }
+        saved["config"]["runs"] = [run for run in runs if run["rows"]] + added
         for bm, per in other["results"].items():  # its protocols replace those of --out
             saved["results"].setdefault(bm, {}).update(per)
         extra = " (+ " + other["config"]["command"].split("py ", 1)[1] + ")"

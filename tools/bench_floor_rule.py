@@ -4,7 +4,7 @@ An adaptive run's lower edge drops to the pool's floor (the chance-level score, 
 sources' item rates) where the run may lie below every source: its 90 % lower edge, lowered by
 a share of its own half-width, at or under the weakest source's true score, or its ability
 beyond the sources' edge (``adaptive.scoring.ScoreMap.interval``). With the 90 % edge itself as
-the test, MuSR's weakest fifth was covered 0.81-0.83 at 25-50 items (``bench/adaptive.md``):
+the test, MuSR's weakest fifth was covered 0.81-0.83 at 25-50 items (the ``edge`` column):
 every run that missed had its interval above the true score, and the floor had not applied to
 it. The bands are fitted on the sources' own replays, whose true scores never lie below the
 weakest source: near that edge they cannot show how far below it a model may be. The rules

@@ -74,7 +74,7 @@ true scores never lie under the weakest source, so near that edge they cannot sh
 below it a model may be. With the 90 % edge itself as the test, MuSR's weakest fifth held out
 was covered 0.81-0.90 at 10-50 items: every run that missed lay above the truth with its lower
 edge 0-0.5 points above the weakest source. With the half band it is covered 0.99-1.00, for
-0.4-0.7 points of width there and at most 1.3 on random splits (``bench/floor_rule.md``).
+0.4-0.7 points of width there and at most 1.4 on random splits (``bench/floor_rule.md``).
 """
 
 from __future__ import annotations
