@@ -373,8 +373,7 @@ def floor_lines(results: dict[str, Any]) -> list[str]:
         "",
         "Max-information runs that may lie below every source (their 90 % lower edge, lowered "
         "by `adaptive.scoring.FLOOR_TEST_MARGIN` of its half-width, at or under the weakest "
-        "source's true score; runs finished before 2026-12-05 compared the 90 % edge itself; "
-        "or their ability beyond the sources' edge) "
+        "source's true score, or their ability beyond the sources' edge) "
         "have their lower edge reach the floor (the chance-level score less 5 points; 0 for a "
         "pool built without chance levels; `adaptive.scoring.ScoreMap.with_floor`). Same runs, "
         "interval without the floor -> with it (rows replayed since the floor; the others "
