@@ -47,6 +47,7 @@ def test_summaries_pool_the_seeds():
         "truth": truth,
         "raw": estimate,
         "checked": estimate,
+        "rules": {name: estimate[0] for name in tool.RULES},
         "guessing": np.array([True, False]),
         "misfit": np.array([False, False]),
         "recipe": "random+guarded",
@@ -54,3 +55,26 @@ def test_summaries_pool_the_seeds():
     summary = tool.summarise([part, part])
     assert summary["targets"] == 4 and summary["guessing"] == 0.5
     assert np.isclose(summary["raw"]["mae"], 1.0) and summary["raw"]["coverage"] == 0.5
+    assert set(summary["rules_mae"]) == set(tool.RULES)
+    assert np.isclose(summary["rules_mae"]["widen only"], 1.0)
+
+
+def test_other_weights_scale_the_move_of_flagged_estimates_only():
+    tool = tools_module("bench_fit_effect")
+    raw = np.array([0.60, 0.60, 0.20, 0.50])
+    # moved by P(guessing) 0.5 toward chance 0.25; unflagged; flagged below chance (kept);
+    # flagged with no finite posterior (weight 1: moved all the way)
+    checked = np.array([0.425, 0.60, 0.20, 0.25])
+    fits = [
+        {"guessing": True, "guess_posterior": 0.5},
+        {"guessing": False, "guess_posterior": 0.01},
+        {"guessing": True, "guess_posterior": 0.9},
+        {"guessing": True, "guess_posterior": None},
+    ]
+    rules = tool.reweighted(raw, checked, fits)
+    assert np.allclose(rules["P(guessing)"], checked)
+    assert np.allclose(rules["widen only"], raw)
+    assert np.allclose(rules["odds beyond even"], [0.60, 0.60, 0.20, 0.25])
+    # prior odds 1:4: P = 0.5 becomes 0.2, a fifth of the way to chance
+    assert np.isclose(rules["prior 0.2"][0], 0.60 - 0.2 * 0.35)
+    assert np.isclose(rules["prior 0.2"][3], 0.25)  # weight 1 stays 1 at any prior odds

@@ -12,7 +12,12 @@ weakest 5 % of source models) and, where the benchmark's choices are known (v1 b
 MuSR), as given (``given``: the shipped pool's per-item 1 / number of choices).
 
 Per matrix, protocol and chance: MAE and bias (points), 90 % coverage and width, before and
-after the check, and the share of held-out models flagged as guessing and as misfitting.
+after the check, and the share of held-out models flagged as guessing and as misfitting. How
+far to move is then scored as ``tools/bench_guess_weight.py`` scores it for adaptive runs:
+the same flagged estimates moved by other weights than P(guessing) at even prior odds
+(``guess_rules.RULES``: no move, the odds beyond even, prior odds 1:4 and 1:9), so that a
+change of the one rule rests on static numbers too (the interval is the same under every
+weight).
 
     python tools/bench_fit_effect.py                        # budget 50, seeds 0-1 (psn 0-4)
     python tools/bench_fit_effect.py --matrices arc --protocols weak --out /tmp/check
@@ -44,6 +49,7 @@ from bench_peers import (
     load_matrix,
     split_matrices,
 )
+from guess_rules import PRODUCT, RULES
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -78,10 +84,26 @@ def checked_part(bundle: Any, target: Any, truth: np.ndarray, raw: Any, recipe: 
         "truth": truth,
         "raw": raw,
         "checked": checked,
+        "rules": reweighted(raw[0], checked[0], fits),
         "guessing": np.array([bool(f.get("guessing")) for f in fits]),
         "misfit": np.array([bool(f.get("misfit")) for f in fits]),
         "recipe": recipe,
     }
+
+
+def reweighted(raw: np.ndarray, checked: np.ndarray, fits: list[dict]) -> dict[str, np.ndarray]:
+    """The checked values under each weight of ``RULES``: the move toward chance is linear in
+    the weight (``widen_for_fit``), so a flagged value moved by P(guessing) = p moves by
+    ``rule(p) / p`` as far under another rule; unflagged and unmoved values stay put."""
+    moved = checked - raw
+    posterior = np.array(
+        [1.0 if f.get("guess_posterior") is None else f["guess_posterior"] for f in fits]
+    )
+    out = {}
+    for name, rule in RULES.items():
+        scale = np.array([rule(p) / p if p > 0 else 0.0 for p in posterior])
+        out[name] = raw + moved * scale
+    return out
 
 
 def run_cell(
@@ -118,6 +140,11 @@ def summarise(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "coverage": float(np.mean((lower <= truth + 1e-12) & (truth - 1e-12 <= upper))),
             "width": float(100 * np.mean(upper - lower)),
         }
+    reweighted_values = {n: np.concatenate([p["rules"][n] for p in parts]) for n in RULES}
+    out["rules_mae"] = {
+        name: float(100 * np.mean(np.abs(value - truth)))
+        for name, value in reweighted_values.items()
+    }
     out["guessing"] = float(np.mean(np.concatenate([p["guessing"] for p in parts])))
     out["misfit"] = float(np.mean(np.concatenate([p["misfit"] for p in parts])))
     out["recipes"] = sorted({p["recipe"] for p in parts})
@@ -154,7 +181,43 @@ def write_report(results: dict[str, Any], out: Path) -> None:
             f"| {raw['width']:.1f} → {checked['width']:.1f} | {100 * row['guessing']:.0f} % "
             f"| {100 * row['misfit']:.0f} % | {', '.join(row['recipes'])} |"
         )
+    lines += weights_table(results["rows"])
     write_text_if_changed(out / "fit_effect.md", "\n".join(lines) + "\n")
+
+
+def weights_table(rows: list[dict[str, Any]]) -> list[str]:
+    """MAE after the check under each weight of ``RULES``, for the rows with chance given
+    (without it nothing moves), and per protocol the sum over matrices."""
+    given = [row for row in rows if row["chance"] == "given" and "rules_mae" in row]
+    if not given:
+        return []
+    names = list(RULES)
+    lines = [
+        "",
+        "How far a flagged estimate should move (chance given; the same estimates as above, "
+        f"moved by other weights than {PRODUCT} at even prior odds, as "
+        "``bench/guess_weight.md`` does for adaptive runs; the interval is the same under "
+        "every weight). MAE in points; bold: the least of the row.",
+        "",
+        "| matrix | protocol | targets | guess | " + " | ".join(names) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(names),
+    ]
+    sums: dict[str, dict[str, float]] = {}
+    for row in given:
+        maes = row["rules_mae"]
+        best = min(maes.values())
+        cells = [f"**{maes[k]:.2f}**" if maes[k] == best else f"{maes[k]:.2f}" for k in names]
+        lines.append(
+            f"| {row['matrix']} | {row['protocol']} | {row['targets']} "
+            f"| {100 * row['guessing']:.0f} % | " + " | ".join(cells) + " |"
+        )
+        for name in names:
+            sums.setdefault(row["protocol"], dict.fromkeys(names, 0.0))[name] += maes[name]
+    lines += ["", "| protocol: MAE summed over the matrices | " + " | ".join(names) + " |"]
+    lines.append("|---|" + "---:|" * len(names))
+    for protocol, by_rule in sums.items():
+        lines.append(f"| {protocol} | " + " | ".join(f"{by_rule[k]:.2f}" for k in names) + " |")
+    return lines
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -29,17 +29,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adaptive import REPO
 from bench_adaptive_fit import merge, replayed_runs, report_header, run_cells
+from guess_rules import PRODUCT, RULES
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import posterior_estimate
@@ -48,18 +47,6 @@ from lmeval_microbench.personfit import check_estimate, guessing_test, widen_for
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "musr")  # chance given
 
 
-def _at_prior(prior: float) -> Callable[[float], float]:
-    return lambda p: float(expit(logit(min(max(p, 1e-12), 1 - 1e-12)) + logit(prior)))
-
-
-PRODUCT = "P(guessing)"  # the rule the product applies
-RULES: dict[str, Callable[[float], float]] = {
-    PRODUCT: lambda p: p,
-    "widen only": lambda p: 0.0,
-    "odds beyond even": lambda p: max(0.0, 2 * p - 1),
-    "prior 0.2": _at_prior(0.2),
-    "prior 0.1": _at_prior(0.1),
-}
 ABILITY_SD = {"ability sd 2": 2.0, "ability sd 3": 3.0}  # rules that refit the posterior
 NAMES = (*RULES, *ABILITY_SD)
 
