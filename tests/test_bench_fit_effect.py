@@ -57,6 +57,8 @@ def test_summaries_pool_the_seeds():
     assert np.isclose(summary["raw"]["mae"], 1.0) and summary["raw"]["coverage"] == 0.5
     assert set(summary["rules_mae"]) == set(tool.RULES)
     assert np.isclose(summary["rules_mae"]["widen only"], 1.0)
+    del part["rules"]  # bench_adaptive_fit's parts: the same metrics, no other weights
+    assert "rules_mae" not in tool.summarise([part]) and tool.summarise([part])["targets"] == 2
 
 
 def test_other_weights_scale_the_move_of_flagged_estimates_only():

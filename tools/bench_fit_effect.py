@@ -140,11 +140,12 @@ def summarise(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "coverage": float(np.mean((lower <= truth + 1e-12) & (truth - 1e-12 <= upper))),
             "width": float(100 * np.mean(upper - lower)),
         }
-    reweighted_values = {n: np.concatenate([p["rules"][n] for p in parts]) for n in RULES}
-    out["rules_mae"] = {
-        name: float(100 * np.mean(np.abs(value - truth)))
-        for name, value in reweighted_values.items()
-    }
+    if all("rules" in p for p in parts):  # bench_adaptive_fit's parts carry no other weights
+        reweighted_values = {n: np.concatenate([p["rules"][n] for p in parts]) for n in RULES}
+        out["rules_mae"] = {
+            name: float(100 * np.mean(np.abs(value - truth)))
+            for name, value in reweighted_values.items()
+        }
     out["guessing"] = float(np.mean(np.concatenate([p["guessing"] for p in parts])))
     out["misfit"] = float(np.mean(np.concatenate([p["misfit"] for p in parts])))
     out["recipes"] = sorted({p["recipe"] for p in parts})
