@@ -77,7 +77,9 @@ def test_other_weights_scale_the_move_of_flagged_estimates_only():
     rules = tool.reweighted(raw, checked, fits)
     assert np.allclose(rules["P(guessing)"], checked)
     assert np.allclose(rules["widen only"], raw)
-    assert np.allclose(rules["odds beyond even"], [0.60, 0.60, 0.20, 0.25])
-    # prior odds 1:4: P = 0.5 becomes 0.2, a fifth of the way to chance
-    assert np.isclose(rules["prior 0.2"][0], 0.60 - 0.2 * 0.35)
-    assert np.isclose(rules["prior 0.2"][3], 0.25)  # weight 1 stays 1 at any prior odds
+    # P = 0.5 at the product's prior odds 1:4 is 0.8 at even odds (odds 1 x 4) ...
+    assert np.allclose(rules["even odds"], [0.60 - 0.8 * 0.35, 0.60, 0.20, 0.25])
+    assert np.allclose(rules["odds beyond even"], [0.60 - 0.6 * 0.35, 0.60, 0.20, 0.25])
+    # ... and 4 / 13 at prior odds 1:9 (odds 1 x 4 / 9)
+    assert np.isclose(rules["prior 0.1"][0], 0.60 - 4 / 13 * 0.35)
+    assert np.isclose(rules["prior 0.1"][3], 0.25)  # weight 1 stays 1 at any prior odds

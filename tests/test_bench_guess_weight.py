@@ -52,11 +52,14 @@ def test_rules_differ_only_in_how_far_flagged_runs_move(coin_flip_pool, read):
     np.testing.assert_allclose(rules["widen only"][0], raw)
     share = (raw[above] - rules["P(guessing)"][0][above]) / (raw[above] - CHANCE)
     np.testing.assert_allclose(share, p[above])  # moved by P(guessing) of the way
+    odds = p[above] / (1 - p[above]) * 4  # the product's prior odds 1:4 restated as 1:1
+    even = (raw[above] - rules["even odds"][0][above]) / (raw[above] - CHANCE)
+    np.testing.assert_allclose(even, odds / (1 + odds), atol=1e-9)
     beyond = (raw[above] - rules["odds beyond even"][0][above]) / (raw[above] - CHANCE)
-    np.testing.assert_allclose(beyond, np.clip(2 * p[above] - 1, 0, 1), atol=1e-12)
-    for prior in ("prior 0.2", "prior 0.1"):  # lower prior odds: a shorter move
-        assert np.all(rules[prior][0][above] >= rules["P(guessing)"][0][above] - 1e-12)
-    assert np.all(rules["prior 0.1"][0][above] >= rules["prior 0.2"][0][above] - 1e-12)
+    np.testing.assert_allclose(beyond, np.clip(2 * even - 1, 0, 1), atol=1e-9)
+    product_value = rules["P(guessing)"][0][above]
+    assert np.all(rules["even odds"][0][above] <= product_value + 1e-12)  # a longer move
+    assert np.all(rules["prior 0.1"][0][above] >= product_value - 1e-12)  # a shorter one
     for name in ("ability sd 2", "ability sd 3"):  # a move between none and all the way
         assert np.all(rules[name][0][above] <= raw[above] + 1e-12)
         assert np.all(rules[name][0][above] >= CHANCE - 1e-12)

@@ -14,10 +14,10 @@ MuSR), as given (``given``: the shipped pool's per-item 1 / number of choices).
 Per matrix, protocol and chance: MAE and bias (points), 90 % coverage and width, before and
 after the check, and the share of held-out models flagged as guessing and as misfitting. How
 far to move is then scored as ``tools/bench_guess_weight.py`` scores it for adaptive runs:
-the same flagged estimates moved by other weights than P(guessing) at even prior odds
-(``guess_rules.RULES``: no move, the odds beyond even, prior odds 1:4 and 1:9), so that a
-change of the one rule rests on static numbers too (the interval is the same under every
-weight).
+the same flagged estimates moved by other weights than P(guessing) at the product's prior
+odds 1:4 (``guess_rules.RULES``: no move, even odds (the rule before), the odds beyond even,
+prior odds 1:9), so that a change of the one rule rests on static numbers too (the interval
+is the same under every weight).
 
     python tools/bench_fit_effect.py                        # budget 50, seeds 0-1 (psn 0-4)
     python tools/bench_fit_effect.py --matrices arc --protocols weak --out /tmp/check
@@ -49,7 +49,7 @@ from bench_peers import (
     load_matrix,
     split_matrices,
 )
-from guess_rules import PRODUCT, RULES
+from guess_rules import PRODUCT, PRODUCT_ODDS, RULES
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -202,7 +202,7 @@ def weights_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "",
         "How far a flagged estimate should move (chance given; the same estimates as above, "
-        f"moved by other weights than {PRODUCT} at even prior odds, as "
+        f"moved by other weights than {PRODUCT} at prior odds {PRODUCT_ODDS}, as "
         "``bench/guess_weight.md`` does for adaptive runs; the interval is the same under "
         "every weight). MAE in points; bold: the least of the row.",
         "",

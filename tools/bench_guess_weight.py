@@ -2,22 +2,25 @@
 
 When an adaptive run's answers cannot be told from guessing, the product widens its interval
 to the chance-level score and moves the estimate toward it by P(guessing), the posterior at
-even prior odds (``personfit.widen_for_fit``). ``bench/adaptive_fit.md`` shows that after 10
-items this move halves the error of the weakest fifth on MMLU and Winogrande and raises it on
-random splits (Winogrande 4.19 -> 6.99). This script scores other weights on the same runs,
-so that a rule change rests on numbers: the interval is the same under every weight (it
-spans the estimate, its move and chance), so only the point estimate differs.
+prior odds 1:4 (``personfit.DEFAULT_PRIOR_GUESS``, ``personfit.widen_for_fit``). At even
+prior odds, the rule before, the move halved the error of the weakest fifth after 10 items on
+MMLU and Winogrande but raised it on random splits (``bench/adaptive_fit.md``). This script
+scores other weights on the same runs, so that a rule change rests on numbers: the interval
+is the same under every weight (it spans the estimate, its move and chance), so only the
+point estimate differs.
 
 Each rule is applied through the product's own ``widen_for_fit``, with the run's P(guessing)
-replaced by the rule's weight:
+replaced by the rule's weight (``guess_rules.RULES``):
 
 - ``P(guessing)``: the product's rule (what ``estimate_pool`` prints);
 - ``widen only``: no move;
-- ``odds beyond even``: max(0, 2 P - 1), the move only as far as the answers favour guessing;
-- ``prior 0.2`` / ``prior 0.1``: P(guessing) at prior odds 1:4 / 1:9 instead of 1:1;
-- ``ability sd 2`` / ``ability sd 3``: P(guessing) at even odds against an ordinary model
-  whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1): a model
-  beyond the sources then needs no guessing to explain it (the weakest fifth is beyond).
+- ``even odds``: P(guessing) at prior odds 1:1, the rule before;
+- ``odds beyond even``: max(0, 2 P - 1) of that posterior, the move only as far as the
+  answers themselves favour guessing;
+- ``prior 0.1``: P(guessing) at prior odds 1:9;
+- ``ability sd 2`` / ``ability sd 3``: P(guessing) at the product's prior odds against an
+  ordinary model whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1):
+  a model beyond the sources then needs no guessing to explain it (the weakest fifth is).
 
     python tools/bench_guess_weight.py                    # every pool with chance, 10 and 25 items
     python tools/bench_guess_weight.py --benchmarks musr --protocols weak --out /tmp/check

@@ -20,6 +20,14 @@ DEFAULT_ALPHA = 0.01
 """Guessing is "not rejected" when its bootstrap p-value is at least this."""
 DEFAULT_SIMULATIONS = 2000
 """Simulated random responders per missingness pattern for the guessing p-value."""
+DEFAULT_PRIOR_GUESS = 0.2
+"""Prior P(guessing) behind the posterior that moves a flagged estimate toward chance (odds
+1:4). The flag does not use it (its p-values do), only how far the estimate moves. At even
+odds the move went too far for leaderboard models flagged after few answers; at 1:4 every MAE
+sum over the peer suite's splits fell or held, static (``bench/fit_effect.md``) and adaptive
+(``bench/guess_weight.md``, which lists the cells where it loses). Odds 1:9 gained a little
+more there but moves true guessers less (``bench/random_models.md``): a user cannot tell which
+kind their model is."""
 CHANCE_FLOOR = 1e-3
 """Per-item chance levels are clipped to [CHANCE_FLOOR, 1 - CHANCE_FLOOR] (gsm8k has 0)."""
 
@@ -214,7 +222,7 @@ def guessing_test(
     *,
     n_simulations: int = DEFAULT_SIMULATIONS,
     seed: int = 0,
-    prior_guess: float = 0.5,
+    prior_guess: float = DEFAULT_PRIOR_GUESS,
     prior_mean: float = 0.0,
     prior_sd: float = 1.0,
 ) -> GuessingTest:
