@@ -23,10 +23,13 @@ def _at_prior(prior: float) -> Callable[[float], float]:
     return lambda p: float(expit(logit(min(max(p, 1e-12), 1 - 1e-12)) + shift))
 
 
+_at_even_odds = _at_prior(0.5)  # the rule before
+
+
 def _beyond_even(p: float) -> float:
     """max(0, 2 P - 1) of the posterior at even odds: the move only as far as the answers
     themselves favour guessing."""
-    return max(0.0, 2 * _at_prior(0.5)(p) - 1)
+    return max(0.0, 2 * _at_even_odds(p) - 1)
 
 
 PRODUCT = "P(guessing)"  # the rule the product applies
@@ -34,7 +37,7 @@ PRODUCT_ODDS = f"1:{round((1 - DEFAULT_PRIOR_GUESS) / DEFAULT_PRIOR_GUESS)}"
 RULES: dict[str, Callable[[float], float]] = {
     PRODUCT: lambda p: p,
     "widen only": lambda p: 0.0,
-    "even odds": _at_prior(0.5),
+    "even odds": _at_even_odds,
     "odds beyond even": _beyond_even,
     "prior 0.1": _at_prior(0.1),
 }
