@@ -74,8 +74,11 @@ def test_other_weights_scale_the_move_of_flagged_estimates_only():
         {"guessing": True, "guess_posterior": 0.9},
         {"guessing": True, "guess_posterior": None},
     ]
-    rules = tool.reweighted(raw, checked, fits)
+    wide = {"ability sd 2": np.array([0.25, 0.5, 0.5, 0.4])}  # refitted posteriors
+    rules = tool.reweighted(raw, checked, fits, wide)
     assert np.allclose(rules["P(guessing)"], checked)
+    # a refitted posterior replaces P(guessing) as the weight: 0.25 moves half as far
+    assert np.allclose(rules["ability sd 2"], [0.60 - 0.25 * 0.35, 0.60, 0.20, 0.50 - 0.4 * 0.25])
     assert np.allclose(rules["widen only"], raw)
     # P = 0.5 at the product's prior odds 1:4 is 0.8 at even odds (odds 1 x 4) ...
     assert np.allclose(rules["even odds"], [0.60 - 0.8 * 0.35, 0.60, 0.20, 0.25])

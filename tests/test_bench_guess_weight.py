@@ -68,12 +68,58 @@ def test_rules_differ_only_in_how_far_flagged_runs_move(coin_flip_pool, read):
 
 def test_a_unit_ability_sd_gives_the_products_posterior(coin_flip_pool, read, monkeypatch):
     tool = tools_module("bench_guess_weight")
-    monkeypatch.setattr(tool, "ABILITY_SD", {"sd 1": 1.0})
+    monkeypatch.setattr(tools_module("guess_rules"), "ABILITY_SD", {"sd 1": 1.0})
     pool, values, order = coin_flip_pool
     for k in np.flatnonzero(read["guessing"])[:3]:
         scores = {pool.item_ids[j]: float(values[k, j]) for j in order[k, :20]}
-        posterior = tool.wide_posteriors(pool.bundle, scores)["sd 1"]
+        posterior = tool.run_wide_posteriors(pool.bundle, scores)["sd 1"]
         assert posterior == pytest.approx(read["posterior"][k])
+
+
+def test_the_base_rate_rule_at_the_products_prior_is_the_products(coin_flip_pool, read):
+    tool = tools_module("bench_guess_weight")
+    rules = read["rules"]
+    np.testing.assert_allclose(rules[tool.BASE_RATE], rules["P(guessing)"])
+    pool, values, order = coin_flip_pool
+    lower = tool.read_rules(pool, values, order, 20, base_rate=0.01)["rules"]
+    flagged = read["guessing"]
+    assert np.all(  # a lower prior moves no run further toward chance, and some less far
+        np.abs(lower[tool.BASE_RATE][0] - CHANCE)
+        >= np.abs(rules["P(guessing)"][0] - CHANCE) - 1e-12
+    )
+    assert np.any(lower[tool.BASE_RATE][0][flagged] != rules["P(guessing)"][0][flagged])
+
+
+def test_the_sources_base_rate_by_hand():
+    rules = tools_module("guess_rules")
+    # sources the ratio places beyond doubt: 2 guessers of 10 (the rate is their share)
+    ratio = np.array([60.0] * 8 + [-60.0] * 2)
+    assert rules.sources_base_rate(ratio) == pytest.approx(0.2)
+    # undecided sources (likelihood equal under both models) leave the prior as it is
+    assert rules.sources_base_rate(np.zeros(5)) == pytest.approx(0.2)
+    # no source is more likely a guesser than an ordinary model: the rate falls to its bound
+    assert rules.sources_base_rate(np.array([60.0, 60.0, 60.0, 1.0, -1.0])) == 1e-6
+    mixed = np.array([60.0] * 6 + [-3.0, -2.0, 0.5, 1.0])
+    rate = rules.sources_base_rate(mixed)
+    posterior = 1 / (1 + np.exp(-(np.log(rate / (1 - rate)) - mixed)))
+    assert rate == pytest.approx(posterior.mean(), abs=1e-8)  # a fixed point of EM
+    assert 0.1 < rate < 0.4
+
+
+def test_guessers_scored_by_hand():
+    tool = tools_module("bench_guess_weight")
+    rules = {name: np.array([[0.3, 0.5], [0.2, 0.3], [0.4, 0.6]]) for name in tool.NAMES}
+    rules["widen only"] = np.array([[0.45, 0.5], [0.2, 0.3], [0.4, 0.6]])
+    part = {"rules": rules, "guessing": np.array([True, False])}
+    scored = tool.score_guessers(part, 0.25)
+    assert scored["distance"][tool.PRODUCT] == pytest.approx(15.0)  # 5 and 25 points
+    assert scored["distance"]["widen only"] == pytest.approx(22.5)
+    assert scored["coverage"] == 0.5 and scored["guessing"] == 0.5  # 0.25 in [0.2, 0.4] only
+    assert scored["responders"] == 2
+    rows = [{"protocol": "random", "items": 10, "guessers": scored}]
+    summed = tool.totals(rows, tool.guesser_distance)["random 10"]
+    assert summed["widen only"]["sum"] == pytest.approx(22.5)
+    assert summed["widen only"]["worse"] == 1 and summed[tool.PRODUCT]["near_best"] == 1
 
 
 def test_scores_and_totals_by_hand():
@@ -102,7 +148,8 @@ def test_scores_and_totals_by_hand():
 def test_a_musr_weak_cell_is_run_end_to_end(shared_data, tmp_path):
     tool = tools_module("bench_guess_weight")
     args = ["--shared", str(shared_data), "--benchmarks", "musr", "--protocols", "weak"]
-    tool.main([*args, "--items", "10", "--max-targets", "8", "--out", str(tmp_path)])
+    cell = ["--items", "10", "--max-targets", "8", "--guessers", "6", "--out", str(tmp_path)]
+    tool.main([*args, *cell])
     saved = json.loads((tmp_path / "guess_weight.json").read_text())
     (row,) = saved["rows"]
     assert (row["benchmark"], row["protocol"], row["items"], row["targets"]) == (
@@ -111,3 +158,10 @@ def test_a_musr_weak_cell_is_run_end_to_end(shared_data, tmp_path):
     assert row["same_interval"] and set(row["mae"]) == set(tool.NAMES)
     assert "| musr | weak | 10 | 8 |" in (tmp_path / "guess_weight.md").read_text()
     assert set(saved["totals"]["weak 10"]) == set(tool.NAMES)
+    guessers = row["guessers"]
+    assert guessers["responders"] == 6 and set(guessers["distance"]) == set(tool.NAMES)
+    assert 0 <= row["base_rate"] < 1 and set(saved["guesser_totals"]["weak 10"]) == set(tool.NAMES)
+    assert (
+        "Random responders on the same pools (6 per pool"
+        in (tmp_path / "guess_weight.md").read_text()
+    )

@@ -89,7 +89,14 @@ def replayed_runs(
     pool = pool_state(bundle)
     rows = np.random.default_rng(args.seed).permutation(split.target.n_models)[: args.max_targets]
     values = split.target.values[rows][:, split.target.item_positions(list(pool.item_ids))]
-    result = replay(
+    result = max_info_runs(pool, values, budgets)
+    return pool, values, result, split.target_truth[rows], chance is not None
+
+
+def max_info_runs(pool: Any, values: np.ndarray, budgets: tuple[int, ...]) -> Any:
+    """The max-information runs of the answer rows ``values`` (models x pool items), read
+    at ``budgets``."""
+    return replay(
         pool.params,
         values,
         selector=MaxInfoSelector(),
@@ -99,7 +106,6 @@ def replayed_runs(
         prior_mean=pool.state.prior_mean,  # as the product's runs (adaptive.interleave)
         prior_sd=pool.state.prior_sd,
     )
-    return pool, values, result, split.target_truth[rows], chance is not None
 
 
 def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:

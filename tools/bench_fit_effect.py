@@ -16,8 +16,9 @@ after the check, and the share of held-out models flagged as guessing and as mis
 far to move is then scored as ``tools/bench_guess_weight.py`` scores it for adaptive runs:
 the same flagged estimates moved by other weights than P(guessing) at the product's prior
 odds 1:4 (``guess_rules.RULES``: no move, even odds (the rule before), the odds beyond even,
-prior odds 1:9), so that a change of the one rule rests on static numbers too (the interval
-is the same under every weight).
+prior odds 1:9; ``guess_rules.ABILITY_SD``: the posterior against an ordinary model with a
+wider ability prior), so that a change of the one rule rests on static numbers too (the
+interval is the same under every weight).
 
     python tools/bench_fit_effect.py                        # budget 50, seeds 0-1 (psn 0-4)
     python tools/bench_fit_effect.py --matrices arc --protocols weak --out /tmp/check
@@ -49,7 +50,7 @@ from bench_peers import (
     load_matrix,
     split_matrices,
 )
-from guess_rules import PRODUCT, PRODUCT_ODDS, RULES
+from guess_rules import PRODUCT, PRODUCT_ODDS, RULES, wide_posteriors
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -80,28 +81,36 @@ def checked_part(bundle: Any, target: Any, truth: np.ndarray, raw: Any, recipe: 
         np.array([r[f"estimate_{key}"] for r in records]) for key in ("value", "lower", "upper")
     ]
     fits = [r["person_fit"] for r in records]
+    ids = list(bundle.item_ids)
+    values = target.values[:, target.item_positions(ids)]
+    wide = wide_posteriors(bundle.irt, values, ids, bundle.person_fit.chance_vector(ids))
     return {
         "truth": truth,
         "raw": raw,
         "checked": checked,
-        "rules": reweighted(raw[0], checked[0], fits),
+        "rules": reweighted(raw[0], checked[0], fits, wide),
         "guessing": np.array([bool(f.get("guessing")) for f in fits]),
         "misfit": np.array([bool(f.get("misfit")) for f in fits]),
         "recipe": recipe,
     }
 
 
-def reweighted(raw: np.ndarray, checked: np.ndarray, fits: list[dict]) -> dict[str, np.ndarray]:
-    """The checked values under each weight of ``RULES``: the move toward chance is linear in
-    the weight (``widen_for_fit``), so a flagged value moved by P(guessing) = p moves by
-    ``rule(p) / p`` as far under another rule; unflagged and unmoved values stay put."""
+def reweighted(
+    raw: np.ndarray, checked: np.ndarray, fits: list[dict], wide: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The checked values under each weight of ``RULES`` and each posterior of ``wide`` (the
+    ``ABILITY_SD`` rules): the move toward chance is linear in the weight
+    (``widen_for_fit``), so a flagged value moved by P(guessing) = p moves by ``w / p`` as
+    far under a rule of weight ``w``; unflagged and unmoved values stay put."""
     moved = checked - raw
     posterior = np.array(
         [1.0 if f.get("guess_posterior") is None else f["guess_posterior"] for f in fits]
     )
+    weights = {name: np.array([rule(p) for p in posterior]) for name, rule in RULES.items()}
+    weights.update(wide)
     out = {}
-    for name, rule in RULES.items():
-        scale = np.array([rule(p) / p if p > 0 else 0.0 for p in posterior])
+    for name, weight in weights.items():
+        scale = np.divide(weight, posterior, out=np.zeros_like(posterior), where=posterior > 0)
         out[name] = raw + moved * scale
     return out
 
@@ -154,7 +163,7 @@ def rules_mae(parts: list[dict[str, Any]]) -> dict[str, float]:
         name: float(
             100 * np.mean(np.abs(np.concatenate([p["rules"][name] for p in parts]) - truth))
         )
-        for name in RULES
+        for name in parts[0]["rules"]
     }
 
 
@@ -198,7 +207,7 @@ def weights_table(rows: list[dict[str, Any]]) -> list[str]:
     given = [row for row in rows if row["chance"] == "given"]
     if not given:
         return []
-    names = list(RULES)
+    names = list(given[0]["rules_mae"])
     lines = [
         "",
         "How far a flagged estimate should move (chance given; the same estimates as above, "

@@ -20,7 +20,15 @@ replaced by the rule's weight (``guess_rules.RULES``):
 - ``prior 0.1``: P(guessing) at prior odds 1:9;
 - ``ability sd 2`` / ``ability sd 3``: P(guessing) at the product's prior odds against an
   ordinary model whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1):
-  a model beyond the sources then needs no guessing to explain it (the weakest fifth is).
+  a model beyond the sources then needs no guessing to explain it (the weakest fifth is);
+- ``sources' base rate``: P(guessing) at the prior the split's own sources give, the share
+  of guessers among them that best explains their answers on the whole pool
+  (``guess_rules.sources_base_rate``): one prior per pool instead of one for all.
+
+Every rule is also read on random responders (``--guessers`` per pool and protocol, each
+pool item right with its chance level, the same max-information runs): a weight that spares
+leaderboard models a wrong move leaves true guessers further from chance, and a user cannot
+tell which kind of model they hold, so both sides are measured on the same pools.
 
     python tools/bench_guess_weight.py                    # every pool with chance, 10 and 25 items
     python tools/bench_guess_weight.py --benchmarks musr --protocols weak --out /tmp/check
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,36 +49,69 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adaptive import REPO
-from bench_adaptive_fit import merge, replayed_runs, report_header, run_cells
-from guess_rules import PRODUCT, RULES
+from bench_adaptive_fit import (
+    SPLITS,
+    max_info_runs,
+    merge,
+    replayed_runs,
+    report_header,
+    run_cells,
+)
+from bench_random_models import random_answers
+from guess_rules import (
+    ABILITY_SD,
+    PRODUCT,
+    RULES,
+    at_prior,
+    sources_base_rate,
+    wide_posteriors,
+)
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import posterior_estimate
-from lmeval_microbench.personfit import check_estimate, guessing_test, widen_for_fit
+from lmeval_microbench.personfit import (
+    DEFAULT_PRIOR_GUESS,
+    check_estimate,
+    guessing_test,
+    widen_for_fit,
+)
 
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "musr")  # chance given
 
 
-ABILITY_SD = {"ability sd 2": 2.0, "ability sd 3": 3.0}  # rules that refit the posterior
-NAMES = (*RULES, *ABILITY_SD)
+BASE_RATE = "sources' base rate"  # the rule whose prior the pool's sources give
+NAMES = (*RULES, *ABILITY_SD, BASE_RATE)
 
 
-def wide_posteriors(bundle: Any, scores: dict[Any, float]) -> dict[str, float]:
-    """P(guessing) of one run under each ``ABILITY_SD`` rule: the product's test on the same
-    answers with a wider ability prior (the posterior needs no simulated responders)."""
+def run_wide_posteriors(bundle: Any, scores: dict[Any, float]) -> dict[str, float]:
+    """P(guessing) of one run under each ``ABILITY_SD`` rule."""
     ids = list(bundle.item_ids)
     values = np.array([[scores.get(item, np.nan) for item in ids]])
     chance = bundle.person_fit.chance_vector(ids)
-    tests = {
-        name: guessing_test(bundle.irt, values, ids, chance, n_simulations=1, prior_sd=sd)
-        for name, sd in ABILITY_SD.items()
-    }
-    return {name: float(test.posterior[0]) for name, test in tests.items()}
+    wide = wide_posteriors(bundle.irt, values, ids, chance)
+    return {name: float(posterior[0]) for name, posterior in wide.items()}
 
 
-def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[str, Any]:
+def pool_base_rate(pool: Any, sources: Any) -> float:
+    """The share of guessers among the pool's ``sources`` (the matrix its IRT was fitted on),
+    from their answers on every pool item."""
+    ids = list(pool.item_ids)
+    values = sources.values[:, sources.item_positions(ids)]
+    chance = pool.bundle.person_fit.chance_vector(ids)
+    test = guessing_test(pool.bundle.irt, values, ids, chance, n_simulations=1)
+    return sources_base_rate(test.log_ratio)
+
+
+def read_rules(
+    pool: Any,
+    values: np.ndarray,
+    order: np.ndarray,
+    n: int,
+    *,
+    base_rate: float = DEFAULT_PRIOR_GUESS,
+) -> dict[str, Any]:
     """Each run's first ``n`` answers read under every rule (fractions), with its flag and
-    its P(guessing)."""
+    its P(guessing); ``base_rate``: the prior of the ``BASE_RATE`` rule."""
     ids, spec = pool.item_ids, pool.bundle.person_fit
     read: dict[str, list[tuple[float, float, float]]] = {name: [] for name in NAMES}
     guessing, posterior = [], []
@@ -81,7 +123,8 @@ def read_rules(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict
         reported = dict.fromkeys(NAMES, raw)  # an unflagged run is never moved
         if fit.guessing:
             weights = {name: rule(p) for name, rule in RULES.items()}
-            weights.update(wide_posteriors(pool.bundle, scores))
+            weights.update(run_wide_posteriors(pool.bundle, scores))
+            weights[BASE_RATE] = at_prior(base_rate)(p)
             for name, weight in weights.items():
                 weighted = replace(fit, guess_posterior=weight)
                 moved = widen_for_fit(raw, weighted, spec.chance_score, stand_in=spec.stand_in)
@@ -115,28 +158,63 @@ def score_rules(part: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
     }
 
 
+def score_guessers(part: dict[str, Any], chance_score: float) -> dict[str, Any]:
+    """Random responders under each rule: the mean distance (points) of the estimate from
+    the chance score, the share of intervals holding it (one interval for every rule) and
+    the share flagged."""
+    lower, upper = part["rules"][PRODUCT][1:]
+    return {
+        "responders": int(lower.size),
+        "distance": {
+            k: float(100 * np.mean(np.abs(v[0] - chance_score))) for k, v in part["rules"].items()
+        },
+        "coverage": float(
+            np.mean((lower <= chance_score + 1e-12) & (chance_score - 1e-12 <= upper))
+        ),
+        "guessing": float(np.mean(part["guessing"])),
+    }
+
+
 def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
+    """Rows (one per budget) of one benchmark x protocol: the held-out models' runs and the
+    runs of ``args.guessers`` random responders on the same pool, read under every rule."""
     budgets = tuple(args.items)
     pool, values, result, target_truth, _ = replayed_runs(
         bm, matrix, truth, protocol, args, budgets
     )
+    split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))  # the pool's
+    base_rate = pool_base_rate(pool, split.source)
+    spec = pool.bundle.person_fit
+    guessers = random_answers(spec.chance_vector(list(pool.item_ids)), args.guessers, args.seed)
+    guessed = max_info_runs(pool, guessers, budgets)
     rows = []
     for n in budgets:
-        part = read_rules(pool, values, result.order, n)
-        rows.append({"benchmark": bm, "protocol": protocol, "items": n})
+        part = read_rules(pool, values, result.order, n, base_rate=base_rate)
+        rows.append({"benchmark": bm, "protocol": protocol, "items": n, "base_rate": base_rate})
         rows[-1].update(score_rules(part, target_truth))
+        by_guessers = read_rules(pool, guessers, guessed.order, n, base_rate=base_rate)
+        rows[-1]["guessers"] = score_guessers(by_guessers, spec.chance_score)
     return rows
 
 
-def totals(rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per protocol x items and rule: MAE summed over benchmarks, the number of benchmarks
-    where the rule is within 0.1 points of the best rule, and those where it is more than 0.1
-    points better / worse than the product's rule."""
+def guesser_distance(row: dict[str, Any]) -> dict[str, float]:
+    """A row's random responders' distance from chance per rule."""
+    return row["guessers"]["distance"]
+
+
+def totals(
+    rows: list[dict], errors: Callable[[dict], dict[str, float]] = lambda row: row["mae"]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per protocol x items and rule: the ``errors`` of each row (MAE, or another error per
+    rule) summed over benchmarks, the number of benchmarks where the rule is within 0.1
+    points of the best rule, and those where it is more than 0.1 points better / worse than
+    the product's rule."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for row in rows:
         key = f"{row['protocol']} {row['items']}"
-        best, product = min(row["mae"].values()), row["mae"][PRODUCT]
-        for name, mae in row["mae"].items():
+        by_rule = errors(row)
+        best, product = min(by_rule.values()), by_rule[PRODUCT]
+        for name, mae in by_rule.items():
             entry = out.setdefault(key, {}).setdefault(
                 name, {"sum": 0.0, "near_best": 0, "better": 0, "worse": 0}
             )
@@ -150,6 +228,7 @@ def totals(rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
 def write_report(results: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results["totals"] = totals(results["rows"])
+    results["guesser_totals"] = totals(results["rows"], guesser_distance)
     write_text_if_changed(out / "guess_weight.json", json.dumps(results, indent=1) + "\n")
     info = results["info"]
     names = list(NAMES)
@@ -159,12 +238,14 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         f"Splits and runs as in ``bench/adaptive_fit.md`` (seed {info['seed']}, at most "
         f"{info['max_targets']} held-out models per protocol). MAE in points per rule; cov and "
         "width: the 90 % interval, the same under every rule ('same' says so); guess: share "
-        "of runs flagged as guessing (only those move); P med: their median P(guessing).",
+        "of runs flagged as guessing (only those move); P med: their median P(guessing); "
+        f"rate: the prior of the {BASE_RATE!r} rule, the share of guessers among the split's "
+        "sources that best explains their answers on the whole pool.",
         "",
-        "| benchmark | protocol | items | targets | guess | P med | "
+        "| benchmark | protocol | items | targets | guess | P med | rate | "
         + " | ".join(names)
         + " | cov | width | same |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(names) + "---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(names) + "---:|---:|---|",
     ]
     for row in results["rows"]:
         p_med = "-" if row["median_posterior"] is None else f"{row['median_posterior']:.2f}"
@@ -175,7 +256,7 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         ]
         lines.append(
             f"| {row['benchmark']} | {row['protocol']} | {row['items']} | {row['targets']} "
-            f"| {100 * row['guessing']:.0f} % | {p_med} | "
+            f"| {100 * row['guessing']:.0f} % | {p_med} | {100 * row['base_rate']:.1f} % | "
             + " | ".join(maes)
             + f" | {row['coverage']:.2f} | {row['width']:.1f} | "
             f"{'yes' if row['same_interval'] else 'NO'} |"
@@ -189,13 +270,55 @@ def write_report(results: dict[str, Any], out: Path) -> None:
         "| protocol, items | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
     ]
-    for key, by_rule in results["totals"].items():
-        cells = [
+    lines += totals_lines(results["totals"], names)
+    lines += guesser_lines(results, names)
+    write_text_if_changed(out / "guess_weight.md", "\n".join(lines) + "\n")
+
+
+def totals_lines(summed: dict[str, Any], names: list[str]) -> list[str]:
+    """Rows of a totals table, one per protocol x items."""
+    return [
+        f"| {key} | "
+        + " | ".join(
             f"{r['sum']:.2f} ({r['near_best']}; {r['better']}/{r['worse']})"
             for r in (by_rule[k] for k in names)
-        ]
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    write_text_if_changed(out / "guess_weight.md", "\n".join(lines) + "\n")
+        )
+        + " |"
+        for key, by_rule in summed.items()
+    ]
+
+
+def guesser_lines(results: dict[str, Any], names: list[str]) -> list[str]:
+    """The random responders' tables: per row, then summed."""
+    count = results["rows"][0]["guessers"]["responders"]
+    lines = [
+        "",
+        f"Random responders on the same pools ({count} per pool and protocol, each pool item "
+        "right with its chance level; the same max-information runs): the mean distance in "
+        "points of the estimate from the chance score under each rule (lower: the move "
+        "reaches chance); cov: share of their intervals that hold the chance score (the same "
+        "under every rule); guess: share flagged as guessing.",
+        "",
+        "| benchmark | protocol | items | guess | cov | " + " | ".join(names) + " |",
+        "|---|---|---:|---:|---:|" + "---:|" * len(names),
+    ]
+    for row in results["rows"]:
+        g = row["guessers"]
+        lines.append(
+            f"| {row['benchmark']} | {row['protocol']} | {row['items']} "
+            f"| {100 * g['guessing']:.0f} % | {g['coverage']:.2f} | "
+            + " | ".join(f"{g['distance'][k]:.2f}" for k in names)
+            + " |"
+        )
+    lines += [
+        "",
+        "Their distances summed over the benchmarks, as the MAE above (in brackets: within "
+        f"0.1 points of the best rule; more than 0.1 points better / worse than {PRODUCT}).",
+        "",
+        "| protocol, items | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    return lines + totals_lines(results["guesser_totals"], names)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -205,6 +328,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--protocols", default="random,weak,extrapolation")
     parser.add_argument("--items", type=int, nargs="+", default=[10, 25])
     parser.add_argument("--max-targets", type=int, default=50)
+    parser.add_argument("--guessers", type=int, default=50, help="random responders per pool")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument("--merge", type=Path, nargs="+", default=[])
