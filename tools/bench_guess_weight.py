@@ -197,13 +197,18 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
     return rows
 
 
+def leaderboard_mae(row: dict[str, Any]) -> dict[str, float]:
+    """A row's held-out leaderboard models' MAE per rule."""
+    return row["mae"]
+
+
 def guesser_distance(row: dict[str, Any]) -> dict[str, float]:
     """A row's random responders' distance from chance per rule."""
     return row["guessers"]["distance"]
 
 
 def totals(
-    rows: list[dict], errors: Callable[[dict], dict[str, float]] = lambda row: row["mae"]
+    rows: list[dict], errors: Callable[[dict], dict[str, float]] = leaderboard_mae
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Per protocol x items and rule: the ``errors`` of each row (MAE, or another error per
     rule) summed over benchmarks, the number of benchmarks where the rule is within 0.1
