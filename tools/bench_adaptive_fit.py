@@ -76,10 +76,11 @@ def read_runs(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[
 
 def replayed_runs(
     bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any, budgets: tuple[int, ...]
-) -> tuple[Any, np.ndarray, Any, np.ndarray, bool]:
+) -> tuple[Any, np.ndarray, Any, np.ndarray, bool, Any]:
     """The pool built on the split's sources as ``microbench adaptive build`` builds it, the
     answers of at most ``args.max_targets`` held-out models, their max-information runs
-    (read at ``budgets``), their true scores, and whether chance levels were given."""
+    (read at ``budgets``), their true scores, whether chance levels were given, and the
+    sources (the matrix the pool was fitted on)."""
     split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))
     chance = given_chance(bm, list(split.source.item_ids))  # as the shipped pool got them
     bundle = build_pool(
@@ -90,7 +91,7 @@ def replayed_runs(
     rows = np.random.default_rng(args.seed).permutation(split.target.n_models)[: args.max_targets]
     values = split.target.values[rows][:, split.target.item_positions(list(pool.item_ids))]
     result = max_info_runs(pool, values, budgets)
-    return pool, values, result, split.target_truth[rows], chance is not None
+    return pool, values, result, split.target_truth[rows], chance is not None, split.source
 
 
 def max_info_runs(pool: Any, values: np.ndarray, budgets: tuple[int, ...]) -> Any:
@@ -111,7 +112,7 @@ def max_info_runs(pool: Any, values: np.ndarray, budgets: tuple[int, ...]) -> An
 def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
     """Rows (one per budget) of one benchmark x protocol: the pool built on the split's
     sources, its max-information runs on at most ``args.max_targets`` held-out models."""
-    pool, values, result, target_truth, given = replayed_runs(
+    pool, values, result, target_truth, given, _ = replayed_runs(
         bm, matrix, truth, protocol, args, BUDGETS
     )
     out = []

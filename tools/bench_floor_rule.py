@@ -119,7 +119,7 @@ def score_rules(read: dict[str, np.ndarray], truth: np.ndarray) -> dict[str, Any
 
 
 def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: Any) -> list[dict]:
-    pool, values, result, target_truth, _ = replayed_runs(
+    pool, values, result, target_truth, _, _ = replayed_runs(
         bm, matrix, truth, protocol, args, BUDGETS
     )
     rows = []

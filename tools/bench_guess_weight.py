@@ -50,7 +50,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adaptive import REPO
 from bench_adaptive_fit import (
-    SPLITS,
     max_info_runs,
     merge,
     replayed_runs,
@@ -140,6 +139,12 @@ def read_rules(
     }
 
 
+def covered(lower: np.ndarray, upper: np.ndarray, value: Any) -> float:
+    """Share of intervals ``[lower, upper]`` holding ``value`` (one per interval, or one for
+    all), ends included up to rounding."""
+    return float(np.mean((lower <= value + 1e-12) & (value - 1e-12 <= upper)))
+
+
 def score_rules(part: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
     """MAE and bias (points) per rule; coverage and width, the same under every rule."""
     intervals = [(rows[1], rows[2]) for rows in part["rules"].values()]
@@ -150,7 +155,7 @@ def score_rules(part: dict[str, Any], truth: np.ndarray) -> dict[str, Any]:
         "targets": int(truth.size),
         "mae": {k: float(100 * np.mean(np.abs(v[0] - truth))) for k, v in part["rules"].items()},
         "bias": {k: float(100 * np.mean(v[0] - truth)) for k, v in part["rules"].items()},
-        "coverage": float(np.mean((lower <= truth + 1e-12) & (truth - 1e-12 <= upper))),
+        "coverage": covered(lower, upper, truth),
         "width": float(100 * np.mean(upper - lower)),
         "same_interval": bool(same),
         "guessing": float(np.mean(part["guessing"])),
@@ -168,9 +173,7 @@ def score_guessers(part: dict[str, Any], chance_score: float) -> dict[str, Any]:
         "distance": {
             k: float(100 * np.mean(np.abs(v[0] - chance_score))) for k, v in part["rules"].items()
         },
-        "coverage": float(
-            np.mean((lower <= chance_score + 1e-12) & (chance_score - 1e-12 <= upper))
-        ),
+        "coverage": covered(lower, upper, chance_score),
         "guessing": float(np.mean(part["guessing"])),
     }
 
@@ -179,11 +182,10 @@ def run_protocol(bm: str, matrix: Any, truth: np.ndarray, protocol: str, args: A
     """Rows (one per budget) of one benchmark x protocol: the held-out models' runs and the
     runs of ``args.guessers`` random responders on the same pool, read under every rule."""
     budgets = tuple(args.items)
-    pool, values, result, target_truth, _ = replayed_runs(
+    pool, values, result, target_truth, _, sources = replayed_runs(
         bm, matrix, truth, protocol, args, budgets
     )
-    split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))  # the pool's
-    base_rate = pool_base_rate(pool, split.source)
+    base_rate = pool_base_rate(pool, sources)
     spec = pool.bundle.person_fit
     guessers = random_answers(spec.chance_vector(list(pool.item_ids)), args.guessers, args.seed)
     guessed = max_info_runs(pool, guessers, budgets)
