@@ -10,6 +10,7 @@ import pytest
 from tools_support import tools_module
 
 from lmeval_microbench.adaptive.pool import estimate_pool, posterior_estimate
+from lmeval_microbench.personfit import POSTERIOR_ABILITY_SD
 
 CHANCE = 0.5  # the pool of the ``coin_flip_pool`` fixture (conftest.py)
 
@@ -60,19 +61,20 @@ def test_rules_differ_only_in_how_far_flagged_runs_move(coin_flip_pool, read):
     product_value = rules["P(guessing)"][0][above]
     assert np.all(rules["even odds"][0][above] <= product_value + 1e-12)  # a longer move
     assert np.all(rules["prior 0.1"][0][above] >= product_value - 1e-12)  # a shorter one
-    for name in ("ability sd 2", "ability sd 3"):  # a move between none and all the way
+    for name in ("ability sd 1 (before)", "ability sd 2"):  # a move between none and all the way
         assert np.all(rules[name][0][above] <= raw[above] + 1e-12)
         assert np.all(rules[name][0][above] >= CHANCE - 1e-12)
-    assert np.any(np.abs(rules["ability sd 3"][0][above] - product[0][above]) > 1e-6)
+    assert np.any(np.abs(rules["ability sd 1 (before)"][0][above] - product[0][above]) > 1e-6)
 
 
-def test_a_unit_ability_sd_gives_the_products_posterior(coin_flip_pool, read, monkeypatch):
+def test_the_products_ability_sd_gives_the_products_posterior(coin_flip_pool, read, monkeypatch):
     tool = tools_module("bench_guess_weight")
-    monkeypatch.setattr(tools_module("guess_rules"), "ABILITY_SD", {"sd 1": 1.0})
+    same = {"the product's sd": POSTERIOR_ABILITY_SD}
+    monkeypatch.setattr(tools_module("guess_rules"), "ABILITY_SD", same)
     pool, values, order = coin_flip_pool
     for k in np.flatnonzero(read["guessing"])[:3]:
         scores = {pool.item_ids[j]: float(values[k, j]) for j in order[k, :20]}
-        posterior = tool.run_wide_posteriors(pool.bundle, scores)["sd 1"]
+        posterior = tool.run_wide_posteriors(pool.bundle, scores)["the product's sd"]
         assert posterior == pytest.approx(read["posterior"][k])
 
 

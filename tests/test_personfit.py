@@ -252,3 +252,33 @@ def test_partial_credit_ordinary_models_are_not_taken_for_guessers_and_guessers_
     assert np.mean([f.guessing for f in guesser_fits]) > 0.95
     p_under_null = pf.guessing_test(params, guessers, ids, 0.25, n_simulations=500).p_value
     assert 0.02 < np.mean(p_under_null < 0.1) < 0.2
+
+
+def test_the_posterior_weighs_guessing_under_the_wide_ability_prior_and_the_flag_does_not():
+    """P(guessing) compares guessing with an ordinary model of ability prior N(0, 3²): a
+    model weaker than every source (theta -1.5 on a prior of sd 1) then needs no guessing to
+    explain it, and its estimate moves less far toward chance; a true guesser's posterior
+    stays high. The p-values, hence the flag, are those of the sources' N(0, 1)."""
+    params = _params()
+    ids = list(params.item_ids)
+    weak = _simulate(params, np.full((300, 1), -1.5), seed=4)
+    guessers = (np.random.default_rng(5).random((300, N_ITEMS)) < 0.1).astype(np.float64)
+    for values in (weak, guessers):
+        wide = pf.guessing_test(params, values, ids, 0.1, n_simulations=200, seed=1)
+        narrow = pf.guessing_test(
+            params, values, ids, 0.1, n_simulations=200, seed=1, posterior_sd=1.0
+        )
+        np.testing.assert_array_equal(wide.p_value, narrow.p_value)
+        np.testing.assert_array_equal(wide.log_ratio, narrow.log_ratio)
+        prior_odds = np.log(pf.DEFAULT_PRIOR_GUESS / (1 - pf.DEFAULT_PRIOR_GUESS))
+        np.testing.assert_allclose(
+            narrow.posterior, 1 / (1 + np.exp(narrow.log_ratio - prior_odds))
+        )
+        flagged = (wide.p_value >= 0.01) & (wide.score_p_value >= 0.01)
+        assert flagged.sum() > 50
+        if values is weak:
+            assert wide.posterior[flagged].mean() < narrow.posterior[flagged].mean() - 0.05
+        else:
+            assert wide.posterior[flagged].mean() > 0.8
+    with pytest.raises(InputError, match="posterior_sd"):
+        pf.guessing_test(params, weak, ids, 0.1, n_simulations=10, posterior_sd=0.0)

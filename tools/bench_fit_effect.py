@@ -16,9 +16,9 @@ after the check, and the share of held-out models flagged as guessing and as mis
 far to move is then scored as ``tools/bench_guess_weight.py`` scores it for adaptive runs:
 the same flagged estimates moved by other weights than P(guessing) at the product's prior
 odds 1:4 (``guess_rules.RULES``: no move, even odds (the rule before), the odds beyond even,
-prior odds 1:9; ``guess_rules.ABILITY_SD``: the posterior against an ordinary model with a
-wider ability prior), so that a change of the one rule rests on static numbers too (the
-interval is the same under every weight).
+prior odds 1:9; ``guess_rules.ABILITY_SD``: the posterior against an ordinary model with
+another ability prior than the product's N(0, 3²), sd 1 the rule before), so that a change
+of the one rule rests on static numbers too (the interval is the same under every weight).
 
     python tools/bench_fit_effect.py                        # budget 50, seeds 0-1 (psn 0-4)
     python tools/bench_fit_effect.py --matrices arc --protocols weak --out /tmp/check

@@ -2,7 +2,8 @@
 
 When an adaptive run's answers cannot be told from guessing, the product widens its interval
 to the chance-level score and moves the estimate toward it by P(guessing), the posterior at
-prior odds 1:4 (``personfit.DEFAULT_PRIOR_GUESS``, ``personfit.widen_for_fit``). At even
+prior odds 1:4 (``personfit.DEFAULT_PRIOR_GUESS``, ``personfit.widen_for_fit``) against an
+ordinary model with the ability prior N(0, 3²) (``personfit.POSTERIOR_ABILITY_SD``). At even
 prior odds, the rule before, the move halved the error of the weakest fifth after 10 items on
 MMLU and Winogrande but raised it on random splits (``bench/adaptive_fit.md``). This script
 scores other weights on the same runs, so that a rule change rests on numbers: the interval
@@ -18,9 +19,11 @@ replaced by the rule's weight (``guess_rules.RULES``):
 - ``odds beyond even``: max(0, 2 P - 1) of that posterior, the move only as far as the
   answers themselves favour guessing;
 - ``prior 0.1``: P(guessing) at prior odds 1:9;
-- ``ability sd 2`` / ``ability sd 3``: P(guessing) at the product's prior odds against an
-  ordinary model whose ability prior is N(0, 2²) / N(0, 3²) instead of the sources' N(0, 1):
-  a model beyond the sources then needs no guessing to explain it (the weakest fifth is);
+- ``ability sd 1 (before)`` / ``ability sd 2``: P(guessing) at the product's prior odds
+  against an ordinary model whose ability prior is the sources' N(0, 1) (the product's rule
+  until sd 3 replaced it, ``bench/guess_weight_before_sd3.md``) / N(0, 2²) instead of
+  N(0, 3²): the narrower the prior, the more a model beyond the sources needs guessing to
+  explain it (the weakest fifth does);
 - ``sources' base rate``: P(guessing) at the prior the split's own sources give, the share
   of guessers among them that best explains their answers on the whole pool
   (``guess_rules.sources_base_rate``): one prior per pool instead of one for all.
@@ -70,6 +73,7 @@ from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool import posterior_estimate
 from lmeval_microbench.personfit import (
     DEFAULT_PRIOR_GUESS,
+    POSTERIOR_ABILITY_SD,
     check_estimate,
     guessing_test,
     widen_for_fit,
@@ -97,7 +101,9 @@ def pool_base_rate(pool: Any, sources: Any) -> float:
     ids = list(pool.item_ids)
     values = sources.values[:, sources.item_positions(ids)]
     chance = pool.bundle.person_fit.chance_vector(ids)
-    test = guessing_test(pool.bundle.irt, values, ids, chance, n_simulations=1)
+    test = guessing_test(  # the likelihood ratio of the product's posterior
+        pool.bundle.irt, values, ids, chance, n_simulations=1, prior_sd=POSTERIOR_ABILITY_SD
+    )
     return sources_base_rate(test.log_ratio)
 
 

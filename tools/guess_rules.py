@@ -2,10 +2,11 @@
 (adaptive runs) and ``bench_fit_effect.py`` (the default static build).
 
 The product moves an estimate whose answers cannot be told from guessing toward the chance
-score by P(guessing), the posterior at prior odds ``DEFAULT_PRIOR_GUESS``
-(``personfit.widen_for_fit``); each rule of ``RULES`` maps that posterior to another weight,
-and each of ``ABILITY_SD`` refits it against a wider ability prior, so that a change of the
-one rule rests on both kinds of estimate. ``sources_base_rate`` gives a prior per pool from
+score by P(guessing), the posterior at prior odds ``DEFAULT_PRIOR_GUESS`` against an ordinary
+model with the ability prior N(0, 3²) (``personfit.POSTERIOR_ABILITY_SD``,
+``personfit.widen_for_fit``); each rule of ``RULES`` maps that posterior to another weight,
+and each of ``ABILITY_SD`` refits it under another ability prior, so that a change of the one
+rule rests on both kinds of estimate. ``sources_base_rate`` gives a prior per pool from
 its own sources (``bench_guess_weight.py`` scores it on adaptive runs).
 """
 
@@ -64,20 +65,22 @@ RULES: dict[str, Callable[[float], float]] = {
     "prior 0.1": at_prior(0.1),
 }
 
-ABILITY_SD = {"ability sd 2": 2.0, "ability sd 3": 3.0}
+ABILITY_SD = {"ability sd 1 (before)": 1.0, "ability sd 2": 2.0}
 """Rules that refit the posterior: guessing weighed against an ordinary model whose ability
-prior is N(0, sd²) instead of the sources' N(0, 1), at the product's prior odds, so that a
-model beyond the sources needs no guessing to explain it (the weakest fifth is). Only the
-weight changes; the flag is the product's."""
+prior is N(0, sd²) instead of the product's N(0, 3²), at the product's prior odds. sd 1 (the
+sources' own prior) was the product's rule before: a model beyond the sources needed guessing
+to explain it (the weakest fifth did). Only the weight changes; the flag is the product's."""
 
 
 def wide_posteriors(
     irt: ItemParams, values: np.ndarray, item_ids: Sequence[ItemId], chance: np.ndarray
 ) -> dict[str, np.ndarray]:
     """P(guessing) of each row of ``values`` (models x ``item_ids``) under each
-    ``ABILITY_SD`` rule: the product's guessing test on the same answers with the wider
-    ability prior (the posterior needs no simulated responders)."""
+    ``ABILITY_SD`` rule: the product's guessing test on the same answers with that ability
+    prior for the posterior (it needs no simulated responders)."""
     return {
-        name: guessing_test(irt, values, item_ids, chance, n_simulations=1, prior_sd=sd).posterior
+        name: guessing_test(
+            irt, values, item_ids, chance, n_simulations=1, posterior_sd=sd
+        ).posterior
         for name, sd in ABILITY_SD.items()
     }
