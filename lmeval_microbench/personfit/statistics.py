@@ -161,7 +161,8 @@ class GuessingTest:
     probability ``chance``; with partial credit, scores of mean ``chance`` spread as the row's
     own, :func:`answer_spread`) whose ``log_ratio`` is at least as large; large means the
     answers look like guessing. ``posterior``: P(guessing | answers) at prior ``prior_guess``,
-    against an ordinary model under the wider ability prior of :data:`POSTERIOR_ABILITY_SD`.
+    against an ordinary model under the ability prior of ``posterior_sd`` (by default the
+    wider :data:`POSTERIOR_ABILITY_SD`).
     ``score_p_value``: two-sided, twice the share of those random responders whose right
     answers lie at least as far from their chance expectation on the same side: small means
     far more right, or far fewer, than guessing gives. The likelihood ratio alone cannot say
@@ -255,7 +256,8 @@ def guessing_test(
         raise InputError(f"guessing_test: prior_guess must be in (0, 1), got {prior_guess}")
     if not (math.isfinite(posterior_sd) and posterior_sd > 0):
         raise InputError(f"guessing_test: posterior_sd must be positive, got {posterior_sd}")
-    ratio = _marginal_loglik(columns, values, prior_mean, prior_sd) - _guess_loglik(values, chance)
+    guess_loglik = _guess_loglik(values, chance)
+    ratio = _marginal_loglik(columns, values, prior_mean, prior_sd) - guess_loglik
     observed = ~np.isnan(values)
     p_value = np.full(values.shape[0], np.nan)
     score_p = np.full(values.shape[0], np.nan)
@@ -283,8 +285,7 @@ def guessing_test(
         score_p[rows] = _two_sided(np.concatenate(sums), excess[rows])
     wide_ratio = ratio
     if posterior_sd != prior_sd:
-        wide_ratio = _marginal_loglik(columns, values, prior_mean, posterior_sd)
-        wide_ratio = wide_ratio - _guess_loglik(values, chance)
+        wide_ratio = _marginal_loglik(columns, values, prior_mean, posterior_sd) - guess_loglik
     prior_logit = math.log(prior_guess / (1.0 - prior_guess))
     posterior = expit(prior_logit - wide_ratio)
     posterior[~observed.any(axis=1)] = prior_guess
