@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tools_support import tools_module
 
@@ -29,3 +31,16 @@ def test_guard_costs_inside_a_narrow_population_and_pays_beyond_the_sources(shar
     assert "| musr/50/random/50/0 | balanced+guarded |" in report
     split = {(r["protocol"], r["over"]): r for r in tool.note_split([narrow, beyond])}
     assert split[("random", True)]["cells"] == 1 and split[("random", False)]["cells"] == 0
+
+
+def test_weak_cells_are_the_peer_reports_weakest_fifth_with_the_default_recipe(tmp_path):
+    tool = tools_module("bench_guard_cost")
+    cells = [
+        {"key": "arc/all/weak/50/0", "protocol": "weak", "methods": {"ours": {"recipe": "a+b"}}},
+        {"key": "arc/all/random/50/0", "protocol": "random", "methods": {"ours": {"recipe": "c"}}},
+        {"key": "arc/all/weak/50/1", "protocol": "weak", "methods": {"ours": {"error": "x"}}},
+    ]
+    report = tmp_path / "peers.json"
+    report.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    # only weak cells, and only those the default build ran (an error has no recipe)
+    assert tool.weak_cells(report) == [{"key": "arc/all/weak/50/0", "chosen": "a+b"}]

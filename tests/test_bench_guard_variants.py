@@ -79,6 +79,32 @@ def test_variants_recombine_the_guard_and_differ_where_they_should():
     )
 
 
+def test_below_variants_keep_the_move_above_and_the_interval_and_drop_it_below():
+    tool = tools_module("bench_guard_variants")
+    # a source range of [0.40, 0.50]: the first model read clearly below it (0.30 +- 0.01),
+    # the second just under its weakest source (0.38 +- 0.05: below with probability 0.66),
+    # the third far above (0.72 +- 0.01)
+    located = (np.array([0.30, 0.38, 0.72]), np.array([0.01, 0.05, 0.01]))
+    band = (located[0] - 2 * located[1], located[0] + 2 * located[1])  # the reading +- 2 se
+    parts = _parts(reading=located, located=located, band=band, below=np.array([True, True, False]))
+    shipped = tool.as_shipped(parts)
+    never = tool.below_moves_only(False)(parts)
+    clearly = tool.below_moves_only(True)(parts)
+    inner = parts["inner"][0]
+    # shipped: both models below move towards their readings
+    assert shipped[0][0] == pytest.approx(0.30) and shipped[0][1] < inner[1]
+    # never: neither moves; only the clearly placed one moves, all the way
+    assert never[0][:2] == pytest.approx(inner[:2])
+    assert clearly[0][0] == pytest.approx(0.30) and clearly[0][1] == pytest.approx(inner[1])
+    # the model above moves as shipped, and every interval is the shipped one
+    assert never[0][2] == pytest.approx(shipped[0][2]) == pytest.approx(clearly[0][2])
+    for variant in (never, clearly):
+        assert np.allclose(variant[1], shipped[1]) and np.allclose(variant[2], shipped[2])
+    # where the target is not the matrix mean the guard's own split of sides stays
+    other = _parts(reading=located, located=located, band=band, guard_above=False)
+    assert np.allclose(tool.below_moves_only(False)(other), tool.as_shipped(other))
+
+
 def test_the_recombination_reaches_the_own_readings_spread_above_the_sources():
     tool = tools_module("bench_guard_variants")
     own = (np.array([0.47, 0.60, 0.90]), np.array([0.05, 0.05, 0.01]))

@@ -241,14 +241,25 @@ def run_cells(
     description: str,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], Path]:
     """Parse the options of a script that reads the chosen recipe of every cell of
-    ``bench/choice_rules.json`` (``--matrices``: only these) and run ``measure_cell`` on each in
-    ``--jobs`` processes; returns its results (cells it skipped left out), the run's info
-    (command, seconds, load average) and the folder to write to."""
+    ``bench/choice_rules.json`` (``--matrices``: only these; ``--weak``: also the weakest-fifth
+    cells of ``bench/peers.json``) and run ``measure_cell`` on each in ``--jobs`` processes;
+    returns its results (cells it skipped left out), the run's info (command, seconds, load
+    average) and the folder to write to."""
     parser = grid_parser(description)
     parser.add_argument("--cells", type=Path, default=REPO / "bench" / "choice_rules.json")
     parser.add_argument("--matrices", default="", help="comma-separated subset (default: all)")
+    parser.add_argument(
+        "--weak",
+        type=Path,
+        nargs="?",
+        const=REPO / "bench" / "peers.json",
+        help="also the weakest-fifth cells of this peer-suite report (default bench/peers.json), "
+        "each with the recipe the default build chose there",
+    )
     args = parser.parse_args(argv)
     cells = json.loads(args.cells.read_text(encoding="utf-8"))["cells"]
+    if args.weak is not None:
+        cells = cells + weak_cells(args.weak)
     wanted = set(filter(None, args.matrices.split(",")))
     jobs = [
         (c["key"], c["chosen"], str(args.data))
@@ -257,6 +268,19 @@ def run_cells(
     ]
     found, info = run_jobs(measure_cell, jobs, args.jobs, script, argv)
     return [r for r in found if r is not None], info, args.out
+
+
+def weak_cells(peers: Path) -> list[dict[str, str]]:
+    """The weakest-fifth cells of a peer-suite report (``tools/bench_peers.py``'s JSON) as
+    ``choice_rules`` cells: key and the recipe ``ours`` (the default build) chose there. The
+    choice's own report has only random and strongest-fifth splits; a rule below the sources
+    is measured where the held-out models lie below them."""
+    found = json.loads(peers.read_text(encoding="utf-8"))["cells"]
+    return [
+        {"key": c["key"], "chosen": c["methods"]["ours"]["recipe"]}
+        for c in found
+        if c["protocol"] == "weak" and "recipe" in c["methods"].get("ours", {})
+    ]
 
 
 def grid_parser(description: str) -> argparse.ArgumentParser:
