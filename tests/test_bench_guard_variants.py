@@ -100,6 +100,12 @@ def test_below_variants_keep_the_move_above_and_the_interval_and_drop_it_below()
     assert never[0][2] == pytest.approx(shipped[0][2]) == pytest.approx(clearly[0][2])
     for variant in (never, clearly):
         assert np.allclose(variant[1], shipped[1]) and np.allclose(variant[2], shipped[2])
+    # by even prior odds, the model just under a narrow range (10 points) is below with
+    # probability 0.18, not 0.66: it moves an eighth of the way instead of two thirds
+    even = tool.even_prior_below(parts)
+    share = (even[0][1] - inner[1]) / (located[0][1] - inner[1])
+    assert share == pytest.approx((0.178 - 0.05) / 0.95, abs=0.01)
+    assert even[0][2] == pytest.approx(shipped[0][2]) and np.allclose(even[1:], shipped[1:])
     # where the target is not the matrix mean the guard's own split of sides stays
     other = _parts(reading=located, located=located, band=band, guard_above=False)
     assert np.allclose(tool.below_moves_only(False)(other), tool.as_shipped(other))
