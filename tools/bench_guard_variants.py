@@ -351,15 +351,21 @@ def even_prior(parts: Parts) -> Interval:
     return _combine(parts, *_weights(parts, above + below))
 
 
-def even_prior_below(parts: Parts) -> Interval:
-    """The shipped rule, with the estimate moved below the sources by the even-prior weight
-    of lying below them (:func:`_even_prior_sides`) instead of the shipped one; above them,
-    and the interval, as shipped."""
+def _moved_below_by(parts: Parts, below: Callable[[Parts], np.ndarray]) -> Interval:
+    """The shipped rule on a matrix whose target is its mean, with the estimate moved below
+    the sources by the weight ``below`` gives instead of the shipped one; above them, and the
+    interval (the weight that widens), as shipped. Elsewhere the shipped rule itself."""
     if not parts["guard_above"]:
         return as_shipped(parts)
     value, se = parts["located"]
     above = beyond_weight(value, se, parts["top"], -math.inf)
-    return _combine(parts, shipped_weight(parts), None, moving=above + _even_prior_sides(parts)[1])
+    return _combine(parts, shipped_weight(parts), None, moving=above + below(parts))
+
+
+def even_prior_below(parts: Parts) -> Interval:
+    """The estimate moved below the sources by the even-prior weight of lying below them
+    (:func:`_even_prior_sides`)."""
+    return _moved_below_by(parts, lambda p: _even_prior_sides(p)[1])
 
 
 def steep(full: float) -> Callable[[Parts], Interval]:
@@ -378,16 +384,12 @@ def below_moves_only(clearly: bool) -> Callable[[Parts], Interval]:
     ``1 - W_MIN`` (``clearly``), or never; above them it moves as shipped, and the interval
     is the shipped one's (the weight that widens is unchanged)."""
 
-    def variant(parts: Parts) -> Interval:
-        if not parts["guard_above"]:
-            return as_shipped(parts)
+    def below(parts: Parts) -> np.ndarray:
         value, se = parts["located"]
-        above = beyond_weight(value, se, parts["top"], -math.inf)
         under = beyond_weight(value, se, math.inf, parts["bottom"])
-        moving = above + (np.where(under > 1 - W_MIN, under, 0.0) if clearly else 0.0)
-        return _combine(parts, shipped_weight(parts), None, moving=moving)
+        return np.where(clearly & (under > 1 - W_MIN), under, 0.0)
 
-    return variant
+    return lambda parts: _moved_below_by(parts, below)
 
 
 def located_by(key: str) -> Callable[[Parts], Interval]:
