@@ -10,7 +10,7 @@ import pytest
 
 from lmeval_microbench.errors import InputError
 from lmeval_microbench.estimators import estimator_from_state, make_estimator
-from lmeval_microbench.outside.readings.similar import ALPHAS, similarity_aipw
+from lmeval_microbench.outside.readings.similar import ALPHAS, PENALTY, similarity_aipw
 from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
 from lmeval_microbench.selection.base import Subset
@@ -47,19 +47,24 @@ def loo_by_refitting(features: np.ndarray, answers: np.ndarray, alpha: float) ->
     return residual
 
 
-def test_aipw_by_hand_on_a_tiny_matrix():
+@pytest.mark.parametrize("penalties", [None, ALPHAS], ids=["fixed", "chosen per model"])
+def test_aipw_by_hand_on_a_tiny_matrix(penalties):
     """Five items asked of a model, three left: the estimate is (asked sum + predictions +
     3 * mean leave-one-out residual) / 8, the predictions and residuals those of a refitted
-    ridge at the penalty with the least leave-one-out error."""
+    ridge at the fixed penalty (:data:`PENALTY`), or at the one of several with the least
+    leave-one-out error (the grid that states saved before it keep)."""
     rng = np.random.default_rng(0)
     sources = (rng.random((6, 8)) < 0.5).astype(float)
     model = np.array([1.0, 0.0, 1.0, 1.0, 0.0])
     asked, rest = sources[:, :5].T, sources[:, 5:].T
-    estimate, se = similarity_aipw(asked, rest, model[None, :])
+    if penalties is None:
+        estimate, se = similarity_aipw(asked, rest, model[None, :])
+    else:
+        estimate, se = similarity_aipw(asked, rest, model[None, :], penalties=penalties)
     centred = asked - asked.mean(axis=0)
     scale = np.trace(centred @ centred.T) / 5
     fits = []
-    for alpha in ALPHAS:
+    for alpha in (PENALTY,) if penalties is None else penalties:
         residual = loo_by_refitting(asked, model, alpha * scale)
         fits.append((np.mean(residual**2), alpha * scale, residual))
     _, best_alpha, residual = min(fits, key=lambda fit: fit[0])
@@ -148,6 +153,29 @@ def test_similar_state_round_trip_and_bad_state():
     del state["reading"]["rest"]
     with pytest.raises(InputError, match="outside reading 'similar': state lacks field 'rest'"):
         estimator_from_state(state)
+
+
+def test_similar_state_keeps_its_penalty_and_old_states_their_grid():
+    """A new state saves the fixed penalty; a state saved before it (no ``penalties`` field)
+    reads with the per-model choice among :data:`ALPHAS`, as it did; a bad one is refused."""
+    from lmeval_microbench.outside.readings import SimilarReading
+
+    source, target = shifted_world(seed=8, shift=1.0)
+    estimator, subset = fitted_similar(source, 30, 0)
+    state = json.loads(json.dumps(estimator.state_dict(), allow_nan=False))
+    assert state["reading"]["penalties"] == [PENALTY]
+    reading = estimator.reading_
+    answers = target.select_items(subset.item_ids).values
+    old_state = {k: v for k, v in state["reading"].items() if k != "penalties"}
+    old = SimilarReading.from_state(old_state)
+    by_grid = similarity_aipw(reading.asked_.T, reading.rest_.T, answers, penalties=ALPHAS)
+    np.testing.assert_allclose(old.read(answers, np.full(len(answers), np.nan))[0], by_grid[0])
+    fixed = similarity_aipw(reading.asked_.T, reading.rest_.T, answers)
+    np.testing.assert_allclose(reading.read(answers, np.full(len(answers), np.nan))[0], fixed[0])
+    assert not np.allclose(by_grid[0], fixed[0])
+    for bad in ([], [0.0], ["x"], 3):
+        with pytest.raises(InputError, match="outside reading 'similar'"):
+            SimilarReading.from_state({**state["reading"], "penalties": bad})
 
 
 def test_similar_widening_multiplies_the_half_width():

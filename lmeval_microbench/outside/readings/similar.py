@@ -26,7 +26,8 @@ bundle that uses it grows with sources x items.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,9 +37,20 @@ from ...responses import decode_rows, encode_rows
 from ...selection.dpp import item_mean_filled
 from .base import Reading, ScaleMap, SourceView
 
+PENALTY = 2.0
+"""The ridge penalty, in units of the mean kernel diagonal, fixed for every model.
+
+It was chosen per model among :data:`ALPHAS` by the least leave-one-item-out error. With 25-50
+asked items that choice is noisy and often lands on a small penalty, whose weights then follow
+the few asked items too closely. With 10 source models (where the small-matrix fallback reads
+with it) a fixed penalty of 2 erred 3.69 / 3.68 points on random / strongest-fifth splits of
+the v1 and v2 matrices against 3.76 / 3.81, and 4.67 / 2.62 on psn against 4.75 / 3.01; with
+50 sources 3.46 / 3.51 against 3.50 / 3.69. The best fixed penalty falls as sources grow: with
+278 and 1,000 sources 2 erred 0.02-0.13 points more than the per-model choice, and 1 was level
+with it (``tools/bench_similar_penalty.py``, ``bench/similar_penalty.md``)."""
 ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
-"""Ridge penalties tried per model, in units of the mean kernel diagonal; the one with the
-least leave-one-item-out error is kept."""
+"""The penalties a reading saved before :data:`PENALTY` chooses among per model (the one with
+the least leave-one-item-out error); such states load with them and keep their numbers."""
 MIN_ITEMS = 4
 """Fewest asked items: leave-one-item-out residuals of a centred regression need a few."""
 MIN_RESIDUAL_VARIANCE = 0.01
@@ -78,10 +90,14 @@ def _loo_for_alpha(
 
 
 def _best_ridge(
-    features: np.ndarray, centred: np.ndarray, leave_self_out: bool, penalty_scale: float | None
+    features: np.ndarray,
+    centred: np.ndarray,
+    leave_self_out: bool,
+    penalty_scale: float | None,
+    penalties: Sequence[float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per model, the dual coefficients and leave-one-out residuals of the penalty in
-    :data:`ALPHAS` with the least leave-one-out error."""
+    ``penalties`` with the least leave-one-out error (one penalty: that one)."""
     kernel = features @ features.T
     if penalty_scale is None:
         penalty_scale = float(np.trace(kernel)) / features.shape[0]
@@ -90,7 +106,7 @@ def _best_ridge(
     best_error = np.full(centred.shape[1], np.inf)
     best_coef = np.zeros_like(centred)
     best_residual = np.zeros_like(centred)
-    for alpha in ALPHAS:
+    for alpha in penalties:
         coef, residual = _loo_for_alpha(eig, features, centred, alpha * scale, leave_self_out)
         error = np.mean(residual**2, axis=0)
         better = error < best_error
@@ -128,6 +144,7 @@ def similarity_aipw(
     answers: np.ndarray,
     leave_self_out: bool = False,
     penalty_scale: float | None = None,
+    penalties: Sequence[float] = (PENALTY,),
 ) -> tuple[np.ndarray, np.ndarray]:
     """AIPW estimates of the matrix mean and their standard errors, one per model.
 
@@ -135,7 +152,8 @@ def similarity_aipw(
     answers on the asked and the other items; ``answers`` ``(T, k)``: the models' answers on
     the asked items. ``leave_self_out``: the T models are the m sources themselves, each read
     without its own column (the penalties keep the scale of the kernel with every column).
-    ``penalty_scale``: the unit of :data:`ALPHAS` (default: the mean kernel diagonal).
+    ``penalty_scale``: the unit of the penalties (default: the mean kernel diagonal);
+    ``penalties``: the penalty, or several to choose among per model (:data:`ALPHAS`).
     """
     k, n_rest = asked_features.shape[0], rest_features.shape[0]
     total = k + n_rest
@@ -147,7 +165,7 @@ def similarity_aipw(
     features = asked_features - centre
     level = answers.mean(axis=1)
     centred = (answers - level[:, None]).T
-    coef, residual = _best_ridge(features, centred, leave_self_out, penalty_scale)
+    coef, residual = _best_ridge(features, centred, leave_self_out, penalty_scale, penalties)
     predicted = _predicted_sums(rest_features - centre, features, coef, level, leave_self_out)
     estimate = (asked_sum + predicted + n_rest * residual.mean(axis=0)) / total
     variance = np.maximum(residual.var(axis=0, ddof=1), MIN_RESIDUAL_VARIANCE)
@@ -163,6 +181,14 @@ def _decoded(encoded: Any, width: int, where: str) -> np.ndarray:
     if rows.ndim != 2 or rows.shape[1] != width:
         raise InputError(f"{where}: the saved source answers are not {width} items wide")
     return rows
+
+
+def _penalties(saved: Any, where: str) -> tuple[float, ...]:
+    """Saved penalties as positive finite floats (states before :data:`PENALTY`: the grid)."""
+    values = tuple(float(p) for p in saved)
+    if not values or not all(math.isfinite(p) and p > 0 for p in values):
+        raise InputError(f"{where}: penalties must be positive numbers, got {saved!r}")
+    return values
 
 
 class SimilarReading(Reading):
@@ -184,14 +210,19 @@ class SimilarReading(Reading):
         self.asked_ = view.values.copy()
         self.rest_ = item_mean_filled(view.all_values[:, rest])
         self.scale_ = view.scale_map()
+        self.penalties_: tuple[float, ...] = (PENALTY,)
         return self
 
     def read(self, values: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.scale_(*similarity_aipw(self.asked_.T, self.rest_.T, values))
+        return self.scale_(
+            *similarity_aipw(self.asked_.T, self.rest_.T, values, penalties=self.penalties_)
+        )
 
     def read_sources(self) -> tuple[np.ndarray, np.ndarray]:
         """``(value, se)`` of every source model read from the other sources."""
-        mean, se = similarity_aipw(self.asked_.T, self.rest_.T, self.asked_, leave_self_out=True)
+        mean, se = similarity_aipw(
+            self.asked_.T, self.rest_.T, self.asked_, leave_self_out=True, penalties=self.penalties_
+        )
         return self.scale_(mean, se)
 
     def state(self) -> dict[str, Any]:
@@ -200,6 +231,7 @@ class SimilarReading(Reading):
             "rest": encode_rows(self.rest_),
             "n_rest": int(self.rest_.shape[1]),
             "scale": self.scale_.to_dict(),
+            "penalties": list(self.penalties_),
         }
 
     @classmethod
@@ -210,6 +242,7 @@ class SimilarReading(Reading):
             asked, rest = state["asked"], state["rest"]
             n_rest = int(state["n_rest"])
             reading.scale_ = ScaleMap.from_dict(state["scale"])
+            reading.penalties_ = _penalties(state.get("penalties", ALPHAS), where)
         except KeyError as exc:
             raise InputError(f"{where}: state lacks field {exc.args[0]!r}") from exc
         except (TypeError, ValueError) as exc:
