@@ -36,3 +36,12 @@ def test_score_cells_read_the_whole_benchmark_score_with_the_default_and_the_flo
     assert (row["sources"], row["protocol"]) == ("22 (score)", "random")
     report = tool.render([result], {"command": "c", "seconds": 1.0, "load": [0, 0]})
     assert "| 22 (score) | random | 1 |" in report and "- | - | - | -" in report
+
+
+def test_populations_narrow_the_cells_and_leave_the_psn_blocks():
+    tool = tools_module("bench_small_sources")
+    every = tool.cells(1, 1)
+    ten = tool.cells(1, 1, ("10",))
+    assert {c.population for c in every} == {*tool.POPULATIONS, "all"}
+    assert {c.population for c in ten} == {"10", "all"}
+    assert [c for c in every if c.population == "all"] == [c for c in ten if c.population == "all"]

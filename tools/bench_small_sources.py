@@ -25,6 +25,8 @@ interval (mean over cells, and the tenth percentile of the cells' coverage: with
 the interval rests on 10 residuals, so it is loose in one cell and tight in the next).
 
     python tools/bench_small_sources.py --jobs 2       # about 15 minutes on 2 idle cores
+    python tools/bench_small_sources.py --jobs 2 --populations 10 --scored-seeds 0 \
+        --stem small_sources_penalty                   # the 10-source cells only
 """
 
 from __future__ import annotations
@@ -77,11 +79,11 @@ SCORED = "score"
 """Key prefix of those cells."""
 
 
-def cells(seeds: int, psn_seeds: int) -> list[Cell]:
+def cells(seeds: int, psn_seeds: int, populations: tuple[str, ...] = POPULATIONS) -> list[Cell]:
     out = [
         Cell(matrix, population, protocol, budget, seed)
         for matrix in (*V1, *V2)
-        for population in POPULATIONS
+        for population in populations
         for protocol in PROTOCOLS
         for budget in BUDGETS
         for seed in range(seeds)
@@ -227,11 +229,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--psn-seeds", type=int, default=10)
     parser.add_argument("--scored-seeds", type=int, default=3)
+    parser.add_argument(
+        "--populations",
+        default=",".join(POPULATIONS),
+        help="source populations of the v1/v2 cells (the psn cells always have 10)",
+    )
+    parser.add_argument(
+        "--stem", default="small_sources", help="report file names: STEM.md and STEM.json"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
     if not DATA.is_dir():
         sys.exit(f"no real data at {DATA}: this benchmark needs ../shared/data")
-    todo = [("mean", c) for c in cells(args.seeds, args.psn_seeds)]
+    populations = tuple(args.populations.split(","))
+    todo = [("mean", c) for c in cells(args.seeds, args.psn_seeds, populations)]
     todo += [(SCORED, c) for c in scored_cells(args.scored_seeds)]
     todo.sort(key=lambda t: (t[0], t[1].matrix))  # one matrix per worker at a time: caches hold
     start, load = time.perf_counter(), [round(os.getloadavg()[0], 2)]
@@ -246,9 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {"info": info, "summary": summary(results), "cells": results}
     write_text_if_changed(
-        args.out / "small_sources.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
+        args.out / f"{args.stem}.json", json.dumps(payload, indent=1, allow_nan=False) + "\n"
     )
-    write_text_if_changed(args.out / "small_sources.md", render(results, info))
+    write_text_if_changed(args.out / f"{args.stem}.md", render(results, info))
 
 
 if __name__ == "__main__":
