@@ -46,8 +46,8 @@ the few asked items too closely. With 10 source models (where the small-matrix f
 with it) a fixed penalty of 2 erred 3.69 / 3.68 points on random / strongest-fifth splits of
 the v1 and v2 matrices against 3.76 / 3.81, and 4.67 / 2.62 on psn against 4.75 / 3.01; with
 50 sources 3.46 / 3.51 against 3.50 / 3.69. The best fixed penalty falls as sources grow: with
-278 and 1,000 sources 2 erred 0.02-0.13 points more than the per-model choice, and 1 was level
-with it (``tools/bench_similar_penalty.py``, ``bench/similar_penalty.md``)."""
+278 and 1,000 sources 2 erred 0.02-0.13 points more than the per-model choice, and 1 within
+0.05 of it (``tools/bench_similar_penalty.py``, ``bench/similar_penalty.md``)."""
 ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 """The penalties a reading saved before :data:`PENALTY` chooses among per model (the one with
 the least leave-one-item-out error); such states load with them and keep their numbers."""
