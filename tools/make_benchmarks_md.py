@@ -34,7 +34,6 @@ SECTIONS = [
     ("gaps.md", "tools/bench_gaps.py"),
     ("item_pools.md", "tools/bench_item_pools.py"),
     ("small_sources.md", "tools/bench_small_sources.py"),
-    ("small_sources_penalty.md", "tools/bench_small_sources.py"),
     ("psn_held_out.md", "tools/bench_psn_held_out.py"),
     ("musr_tasks.md", "tools/bench_musr_tasks.py"),
     ("small_sources_before_min_choice.md", "tools/bench_small_sources.py"),
