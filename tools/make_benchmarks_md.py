@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [
     ("peers.md", "tools/bench_peers.py"),
     ("peers_noise.md", "tools/peers_noise.py"),
+    ("peers_penalty.md", "tools/peers_compare.py"),
     ("peers_reach_below.md", "tools/peers_compare.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
@@ -62,6 +63,7 @@ SECTIONS = [
     ("similar_before_penalty.md", "tools/bench_similar.py"),
     ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
     ("choice_rules_lasso.md", "tools/bench_choice_rules.py"),
+    ("peers_before_penalty.md", "tools/bench_peers.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
     ("supervised.md", "tools/bench_supervised.py"),
