@@ -125,7 +125,8 @@ def render(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{list(ALPHAS)} with the least leave-one-item-out error on the model's asked items "
         "(the rule before); a number: that penalty for every model, in units of the mean "
         f"kernel diagonal (shipped: {PENALTY:g}). Intervals: `bench/similar.md` (the "
-        "estimator as built); `bench/small_sources.md`'s 10-source rows predate this penalty.",
+        "estimator as built); the fallback as built with it: `bench/small_sources.md` (its "
+        "10-source rows) and `bench/peers_penalty.md`.",
         "",
         "| sources | protocol | cells | " + " | ".join(names) + " |",
         "|---|---|---:|" + "---:|" * len(names),

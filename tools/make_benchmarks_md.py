@@ -37,6 +37,7 @@ SECTIONS = [
     ("small_sources.md", "tools/bench_small_sources.py"),
     ("psn_held_out.md", "tools/bench_psn_held_out.py"),
     ("musr_tasks.md", "tools/bench_musr_tasks.py"),
+    ("small_sources_before_penalty.md", "tools/bench_small_sources.py"),
     ("small_sources_before_min_choice.md", "tools/bench_small_sources.py"),
     ("small_sources_before_margin.md", "tools/bench_small_sources.py"),
     ("peers_fallback.md", "tools/peers_compare.py"),
