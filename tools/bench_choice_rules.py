@@ -41,7 +41,9 @@ names the report, so a candidate can be tried before the code adopts it:
 
 The committed ``choice_rules_similar`` and ``choice_rules_lasso`` reports ran on seeds 0 and 1,
 the default then (``--seeds 0,1`` repeats them), and ``choice_rules_before_seed2`` is this
-report on those seeds before seed 2 was added. ``--report-only`` re-renders a report from its
+report on those seeds before seed 2 was added; ``choice_rules_sim_blend`` offered
+``balanced+similar`` (at its fixed penalty) and ``balanced+blend`` together on seeds 0-2.
+``--report-only`` re-renders a report from its
 JSON (a new rule here, a new ``bench/peers.json``) without measuring anything.
 ``--extrapolation-repeats 6`` doubles the item draws of each extrapolation fold (the code
 draws 3): whether a less noisy fold score would bring the rule's picks nearer the best

@@ -64,6 +64,7 @@ SECTIONS = [
     ("similar_before_penalty.md", "tools/bench_similar.py"),
     ("choice_rules_similar.md", "tools/bench_choice_rules.py"),
     ("choice_rules_lasso.md", "tools/bench_choice_rules.py"),
+    ("choice_rules_sim_blend.md", "tools/bench_choice_rules.py"),
     ("peers_before_penalty.md", "tools/bench_peers.py"),
     ("peers_before_pam.md", "tools/bench_peers.py"),
     ("peers_before_downward.md", "tools/bench_peers.py"),
