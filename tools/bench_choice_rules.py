@@ -43,8 +43,8 @@ The committed ``choice_rules_similar`` and ``choice_rules_lasso`` reports ran on
 the default then (``--seeds 0,1`` repeats them), and ``choice_rules_before_seed2`` is this
 report on those seeds before seed 2 was added; ``choice_rules_sim_blend`` offered
 ``balanced+similar`` (at its fixed penalty) and ``balanced+blend`` together on seeds 0-2.
-``--report-only`` re-renders a report from its
-JSON (a new rule here, a new ``bench/peers.json``) without measuring anything.
+``--report-only`` re-renders a report from its JSON (a new rule here, a new
+``bench/peers.json``) without measuring anything.
 ``--extrapolation-repeats 6`` doubles the item draws of each extrapolation fold (the code
 draws 3): whether a less noisy fold score would bring the rule's picks nearer the best
 candidate of each cell (``bench/choice_rules_repeats6.md``).
