@@ -17,6 +17,12 @@ That is the price of the guarantee: with a residual spread of about 0.4 an audit
 costs some 8 points of standard error, so the reading is worth its items only where
 everything else fails (far outside the sources) or the budget is large.
 
+The estimate is ppi_py's prediction-powered mean with ``lam=1`` to within 1e-15
+(``tools/bench_ppi.py``, ``bench/ppi.md``). Its interval differs by the finite-population
+correction, which ppi_py has not: the rest of a benchmark is not a sample of an endless
+population. PPI++'s power-tuned weight, estimated from one model's few audit items, erred
+more than ``lam=1`` in 11 of that report's 24 cases and less in 4.
+
 That noise must not also decide *whether* a model lies outside the sources: read by the AIPW
 estimate itself, a model in the middle of the sources sat beyond them by chance often
 enough that the guard moved it to this noisy reading (MuSR's random splits, 50 lasso items of
