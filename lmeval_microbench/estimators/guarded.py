@@ -52,6 +52,16 @@ coverage). Below the sources it reaches down to that reading's spread only where
 spread lies under the weakest source (:func:`..outside.guard.reached_below`): a model far
 below them, beyond what the downward folds measured (HellaSwag's weakest fifth: 0.79 -> 0.94
 coverage). States saved before the reach load without it and keep their intervals.
+
+Where few sources bunch, the move costs models of their own population (MuSR with 25 sources,
+random splits, 50 items, a scratch probe on seeds 0-2: guarded 2.9-3.1 points, its inner
+``kridge`` alone 2.1-2.6, the sources' mean for every model 3.3). Tried and not kept: letting
+``--method auto`` decide per matrix, with each method's items also offered read with this
+interval around the inner estimate (no move). A scratch run of ``tools/bench_choice_rules.py``
+on IFEval's and MuSR's 72 cells (seeds 0-2) picked that candidate in 10; the picks erred 3.33
+-> 3.43 points, random splits with 25-100 sources 3.35 -> 3.27 but the strongest fifth 3.53 ->
+3.84 with all sources and 3.92 -> 4.11 with 25-100: the folds extrapolate only within the
+sources, so they do not show what the move buys beyond them.
 """
 
 from __future__ import annotations
