@@ -211,11 +211,16 @@ class ResponseMatrix:
         )
 
     def item_positions(self, item_ids: Iterable[ItemId]) -> np.ndarray:
-        """Column positions of ``item_ids``; :class:`ItemMismatchError` names unknown ids."""
+        """Column positions of ``item_ids``; :class:`ItemMismatchError` names the ids this
+        matrix lacks (a user's file missing items a bundle reads: the file is named, and
+        the items, not called unknown)."""
         item_ids = list(item_ids)
         missing = [i for i in item_ids if i not in self._item_pos]
         if missing:
-            raise ItemMismatchError(f"{self.source}: unknown items {_preview(missing)}")
+            raise ItemMismatchError(
+                f"{self.source}: lacks items {_preview(missing)} "
+                f"({len(missing)} of the {len(item_ids)} asked for)"
+            )
         return np.array([self._item_pos[i] for i in item_ids], dtype=np.intp)
 
     def model_positions(self, model_ids: Iterable[ModelId]) -> np.ndarray:

@@ -106,7 +106,7 @@ def test_select_items_follows_the_requested_order(small):
 
 
 def test_unknown_ids_are_named(small):
-    with pytest.raises(ItemMismatchError, match=r"unknown items 'mmlu.law.99'"):
+    with pytest.raises(ItemMismatchError, match=r"lacks items 'mmlu.law.99' \(1 of the 2 asked"):
         small.select_items(["mmlu.law.7", "mmlu.law.99"])
     with pytest.raises(InputError, match=r"unknown models 'm/z'"):
         small.select_models(["m/z"])

@@ -406,7 +406,7 @@ class Bundle:
         items are then not verified against the run's documents). Provenance is computed
         from ``source``; ``created`` defaults to now (pass it for reproducible files).
         """
-        source.item_positions(subset.item_ids)  # ItemMismatchError names unknown items
+        source.item_positions(subset.item_ids)  # ItemMismatchError names the items it lacks
         if irt is not None:
             known = set(source.item_ids)
             outside = [i for i in irt.item_ids if i not in known]
