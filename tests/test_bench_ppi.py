@@ -61,8 +61,10 @@ def test_the_audit_columns_are_the_audit_items():
 def test_the_report_counts_cases_and_states_the_agreement():
     tool = tools_module("bench_ppi")
 
+    def m(mae: float) -> dict:
+        return {"mae": mae, "coverage": 0.9, "width": 10.0}
+
     def row(key: str, ours: float, tuned: float, agreement: float) -> dict:
-        m = lambda mae: {"mae": mae, "coverage": 0.9, "width": 10.0}  # noqa: E731
         return {
             "key": key,
             "n_targets": 3,
@@ -84,9 +86,17 @@ def test_the_report_counts_cases_and_states_the_agreement():
         ("extrapolation", 3.0),
     ]
     text = tool.markdown(
-        {"command": "python tools/bench_ppi.py", "seconds": 1, "ppi_python": "x"}, rows, groups
+        {
+            "command": "python tools/bench_ppi.py",
+            "seconds": 1,
+            "load_average": [0.5, 1.5],
+            "ppi_python": "x",
+        },
+        rows,
+        groups,
     )
     assert "differ by at most 3.0e-16 over 9 model readings" in text
+    assert "load average 0.5 -> 1.5 on 2 shared cores" in text
     assert "| ppi_tuned | 2.25 | 0.90 | 0.90 | 10.0 | 1 / 1 of 2 |" in text
     assert "| classical | 3.00 | 0.90 | 0.90 | 10.0 | 0 / 2 of 2 |" in text
 

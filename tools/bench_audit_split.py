@@ -42,7 +42,7 @@ from bench_peers import (
     split_matrices,
 )
 from bench_similar import peer_means
-from cell_scoring import audit_size, interval_metrics, points
+from cell_scoring import audit_size, interval_metrics, measured_or_saved, points
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -283,12 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.report_only:
-        previous = json.loads((args.out / "audit_split.json").read_text())
-        info, rows = previous["info"], previous["cells"]
-        info["rendered"] = "python tools/bench_audit_split.py " + " ".join(args.argv)
-    else:
-        info, rows = measure(args)
+    info, rows = measured_or_saved(
+        args.report_only,
+        args.out / "audit_split.json",
+        "python tools/bench_audit_split.py " + " ".join(args.argv),
+        lambda: measure(args),
+    )
     peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
     entries = cases(rows, peers)
     groups = summary(entries)

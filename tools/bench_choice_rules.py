@@ -79,6 +79,7 @@ from bench_peers import (
     load_matrix,
     split_matrices,
 )
+from cell_scoring import measured_or_saved
 from scipy.stats import norm
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -453,12 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.report_only:
-        previous = json.loads((args.out / f"{args.stem}.json").read_text())
-        info, cells = previous["info"], previous["cells"]
-        info["rendered"] = "python tools/bench_choice_rules.py " + " ".join(args.argv)
-    else:
-        info, cells = measure(args)
+    info, cells = measured_or_saved(
+        args.report_only,
+        args.out / f"{args.stem}.json",
+        "python tools/bench_choice_rules.py " + " ".join(args.argv),
+        lambda: measure(args),
+    )
     report = {
         "info": info,
         "summary": summary(cells),

@@ -1,14 +1,19 @@
 """What the benchmark scripts compute alike for one split: the audit size a share of the budget
 asks for, the errors and interval coverage of a recipe's estimates of the held-out models, and
-how a report writes a number of points that may be missing, and a report's rows grouped by case.
+how a report writes a number of points that may be missing, a report's rows grouped by case,
+and a report's rows measured afresh or read back from its JSON (``--report-only``).
 
 Shared by ``bench_peers`` (``ours_audit``), ``bench_similar``, ``bench_audit_split``,
-``bench_guard_cost``, ``bench_small_sources`` and ``v1_extrapolation``.
+``bench_guard_cost``, ``bench_small_sources``, ``bench_choice_rules``, ``bench_ppi`` and
+``v1_extrapolation``.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,3 +52,20 @@ def rows_by_case(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]
     for row in rows:
         grouped[tuple(row["case"])].append(row)
     return grouped
+
+
+def measured_or_saved(
+    report_only: bool,
+    saved: Path,
+    rendered_by: str,
+    measure: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A report's run info and cell rows: ``measure()`` afresh, or with ``report_only`` those
+    of the JSON ``saved``, its info marked as re-rendered by the command ``rendered_by`` (the
+    measuring command stays recorded)."""
+    if not report_only:
+        return measure()
+    previous = json.loads(saved.read_text())
+    info, rows = previous["info"], previous["cells"]
+    info["rendered"] = rendered_by
+    return info, rows
