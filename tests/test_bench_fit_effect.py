@@ -12,11 +12,11 @@ def test_given_chance_comes_from_the_shipped_pools_and_only_where_choices_are_kn
     shared_data,
 ):
     tool = tools_module("bench_fit_effect")
-    bench_peers = tools_module("bench_peers")
-    _, _, ids = bench_peers.load_matrix("winogrande", shared_data)
+    cells = tools_module("peer_cells")
+    _, _, ids = cells.load_matrix("winogrande", shared_data)
     chance = tool.given_chance("winogrande", ids)
     assert set(chance) == set(ids) and set(chance.values()) == {0.5}
-    _, _, ids = bench_peers.load_matrix("ifeval", shared_data)
+    _, _, ids = cells.load_matrix("ifeval", shared_data)
     assert tool.given_chance("ifeval", ids) is None  # no choices: the weakest sources stand in
     assert tool.given_chance("psn_bbh", ["x"]) is None
 

@@ -8,12 +8,12 @@ from tools_support import tools_module
 
 
 def test_each_task_is_its_own_whole_benchmark(shared_data):
-    peers = tools_module("bench_peers")
+    peer_cells = tools_module("peer_cells")
     tool = tools_module("bench_musr_tasks")
-    musr, musr_truth, musr_ids = peers.load_matrix("musr", shared_data)
+    musr, musr_truth, musr_ids = peer_cells.load_matrix("musr", shared_data)
     sizes = {}
-    for name in peers.MUSR_BLOCKS:
-        values, truth, ids = peers.load_matrix(name, shared_data)
+    for name in peer_cells.MUSR_BLOCKS:
+        values, truth, ids = peer_cells.load_matrix(name, shared_data)
         task = name.removeprefix("musr_")
         assert all(i.startswith(f"musr.{task}.") for i in ids)
         columns = [musr_ids.index(i) for i in ids]
@@ -27,7 +27,7 @@ def test_each_task_is_its_own_whole_benchmark(shared_data):
     }
     cells = tool.cells_of()
     assert len(cells) == 3 * 2 * 2 * 3 * 2  # tasks x populations x protocols x budgets x seeds
-    rows = peers.cell_rows(musr_truth, cells[0], peers.V1_ALL)
+    rows = peer_cells.cell_rows(musr_truth, cells[0], peer_cells.V1_ALL)
     assert cells[0].population == "66" and rows[0].size == 66 and rows[1].size == 70
 
 

@@ -9,12 +9,12 @@ from tools_support import tools_module
 @pytest.mark.slow
 def test_held_out_blocks_are_whole_benchmarks_the_suite_never_used(shared_data):
     tool = tools_module("bench_psn_held_out")
-    peers = tools_module("bench_peers")
-    assert not set(tool.HELD_OUT) & set(peers.PSN) and len(tool.HELD_OUT) == 9
-    sizes = {m: peers.load_matrix(m, shared_data)[0].shape for m in tool.HELD_OUT}
+    peer_cells = tools_module("peer_cells")
+    assert not set(tool.HELD_OUT) & set(peer_cells.PSN) and len(tool.HELD_OUT) == 9
+    sizes = {m: peer_cells.load_matrix(m, shared_data)[0].shape for m in tool.HELD_OUT}
     assert sizes["psn_arc"] == (12, 295) and sizes["psn_hellaswag"] == (12, 10042)
     # the suite's own blocks keep their item ids (its caches are keyed on them)
-    assert peers.load_matrix("psn_mmlu", shared_data)[2][0] == "psn.mmlu.27029"
+    assert peer_cells.load_matrix("psn_mmlu", shared_data)[2][0] == "psn.mmlu.27029"
     cells = tool.cells_of(("psn_humaneval",), [0, 1], shared_data)
     assert len(cells) == 2 * 3 * 2  # protocols x budgets (all under 164 items) x seeds
 

@@ -71,14 +71,12 @@ def coverage(estimator, items, truth) -> tuple[float, np.ndarray, np.ndarray, np
 def peer_cell_coverage(shared_data, cell: tuple, method: str) -> tuple[float, float]:
     """Coverage of ``method`` + ``guarded`` on a peer-suite cell (matrix, population,
     protocol, budget, seed) without and with the reach; the estimate must not move."""
-    bench_peers = tools_module("bench_peers")
-    cell = bench_peers.Cell(*cell)
-    values, truth, ids = bench_peers.load_matrix(cell.matrix, shared_data)
-    rows = bench_peers.cell_rows(truth, cell, bench_peers.V1_ALL)
-    source, target = bench_peers.split_matrices(values, ids, rows)
-    bundle = bench_peers.build_recipe(cell, source, truth[rows[0]], method, "guarded")
+    cells = tools_module("peer_cells")
+    cell = cells.Cell(*cell)
+    source, target, source_truth, held_out = cells.split_cell(cell, shared_data)
+    bundle = tools_module("bench_peers").build_recipe(cell, source, source_truth, method, "guarded")
     guarded = estimator_from_state(bundle.estimator_state())
-    items, held_out = target.select_items(bundle.item_ids), truth[rows[1]]
+    items = target.select_items(bundle.item_ids)
     before, value_before, _, _ = coverage(without_reach(guarded), items, held_out)
     after, value, _, _ = coverage(guarded, items, held_out)
     np.testing.assert_allclose(value, value_before)

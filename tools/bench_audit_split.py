@@ -31,18 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import (
-    DATA,
-    V1_ALL,
-    V2,
-    Cell,
-    build_recipe,
-    cell_rows,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import build_recipe
 from bench_similar import peer_means
 from cell_scoring import audit_size, interval_metrics, measured_or_saved, points
+from peer_cells import DATA, V2, Cell, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -69,10 +61,7 @@ def placed_by_aipw(state: dict[str, Any]) -> dict[str, Any] | None:
 def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
     """Every method x audit share on one split: the guarded estimate's errors."""
     data, cell = task
-    values, truth, ids = load_matrix(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    target_truth = truth[rows[1]]
+    source, target, source_truth, target_truth = split_cell(cell, data)
     out = []
     for method in METHODS:
         for share in SHARES:
@@ -80,7 +69,7 @@ def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 bundle = build_recipe(
-                    cell, source, truth[rows[0]], method, "guarded", audit_size(share, cell.budget)
+                    cell, source, source_truth, method, "guarded", audit_size(share, cell.budget)
                 )
             state = bundle.estimator_state()
             answers = target.select_items(bundle.item_ids)

@@ -24,16 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import (
-    DATA,
-    MATRICES,
-    PSN,
-    V1_ALL,
-    Cell,
-    cell_rows,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import MATRICES
+from peer_cells import DATA, PSN, V1_ALL, Cell, cell_rows, load_matrix, split_rows
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
@@ -67,9 +59,7 @@ def measure_cell(
     draws: int,
 ) -> dict[str, dict[str, float]]:
     """Both selections' plain-mean MAE, coverage and width on one split, over ``draws``."""
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    target_truth = truth[rows[1]]
+    source, target, _, target_truth = split_rows(values, truth, ids, cell_rows(truth, cell, V1_ALL))
     out = {}
     for name in SELECTIONS:
         selector = make_selector(name)

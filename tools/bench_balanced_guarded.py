@@ -21,22 +21,12 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import (
-    DATA,
-    V1,
-    V1_ALL,
-    V2,
-    Cell,
-    build_recipe,
-    cell_rows,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import build_recipe
+from peer_cells import DATA, V1, V2, Cell, load_matrix, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -60,19 +50,10 @@ def cells_of(matrix: str, n_items: int, seed: int) -> list[Cell]:
     return cells
 
 
-@lru_cache(maxsize=1)
-def matrix_of(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """:func:`bench_peers.load_matrix`, read once per worker while its cells share a matrix."""
-    return load_matrix(name, data)
-
-
 def measure_cell(task: tuple[Path, Cell, int]) -> dict[str, Any]:
     """Both selections read with ``guarded`` on one split, over ``draws`` item draws."""
     data, cell, draws = task
-    values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    source_truth, target_truth = truth[rows[0]], truth[rows[1]]
+    source, target, source_truth, target_truth = split_cell(cell, data)
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in SELECTIONS}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

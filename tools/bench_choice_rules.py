@@ -65,21 +65,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_balanced_guarded import matrix_of
-from bench_peers import (
-    DATA,
-    POPULATION_BUDGET,
-    POPULATIONS,
-    V1,
-    V1_ALL,
-    V2,
-    Cell,
-    build_recipe,
-    cell_rows,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import POPULATION_BUDGET, POPULATIONS, build_recipe
 from cell_scoring import measured_or_saved
+from peer_cells import DATA, V1, V2, Cell, load_matrix, split_cell
 from scipy.stats import norm
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -133,10 +121,7 @@ def measure_cell(task: tuple[Path, Cell, tuple[Candidate, ...], int]) -> dict[st
     auto_choice.PAIRED_CANDIDATES = PAIRED + tuple(
         c for c in extra if c.estimator not in auto_choice.DEFAULT_ESTIMATORS
     )
-    values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    source_truth, target_truth = truth[rows[0]], truth[rows[1]]
+    source, target, source_truth, target_truth = split_cell(cell, data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         choice = choose_recipe(

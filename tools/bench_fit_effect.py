@@ -39,18 +39,9 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import (
-    DATA,
-    MATRICES,
-    PSN,
-    REPO,
-    Cell,
-    build_ours,
-    cell_rows,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import MATRICES, build_ours
 from guess_rules import PRODUCT, PRODUCT_ODDS, RULES, wide_posteriors
+from peer_cells import DATA, PSN, REPO, Cell, cell_rows, load_matrix, split_rows
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
@@ -124,16 +115,15 @@ def run_cell(
     chance: dict[str, float] | None,
 ) -> dict[str, dict[str, Any]]:
     """The cell's targets under the default bundle, by chance mode (``stand-in``, ``given``)."""
-    rows = cell_rows(truth, cell, v1_all)
-    bundle, target, recipe = build_ours("ours", values, truth, ids, cell, rows)
-    subset = target.select_items(bundle.item_ids)
+    split = split_rows(values, truth, ids, cell_rows(truth, cell, v1_all))
+    bundle, recipe = build_ours("ours", cell, split)
+    subset = split.target.select_items(bundle.item_ids)
     raw = estimator_from_state(bundle.estimator_state()).estimate_matrix(subset)
-    parts = {"stand-in": checked_part(bundle, target, truth[rows[1]], raw, recipe)}
+    parts = {"stand-in": checked_part(bundle, split.target, split.target_truth, raw, recipe)}
     if chance is not None:
-        source, _ = split_matrices(values, ids, rows)
-        spec = build_spec(source, bundle.item_ids, truth[rows[0]], chance, seed=cell.seed)
+        spec = build_spec(split.source, bundle.item_ids, split.source_truth, chance, seed=cell.seed)
         given = replace(bundle, person_fit=spec)
-        parts["given"] = checked_part(given, target, truth[rows[1]], raw, recipe)
+        parts["given"] = checked_part(given, split.target, split.target_truth, raw, recipe)
     return parts
 
 

@@ -35,7 +35,8 @@ from unittest import mock
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import DATA, Cell, build_ours, cell_rows, load_matrix
+from bench_peers import build_ours
+from peer_cells import DATA, Cell, cell_rows, load_matrix, split_rows
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.personfit import bundle_person_fit
@@ -79,9 +80,9 @@ def measure(matrix: str, parts: int, seed: int, budget: int) -> dict[str, Any]:
         values, ids = with_parts(values, ids, parts)
         truth = values.mean(axis=1)
     cell = Cell(matrix, "all", "random", budget, seed)
-    rows = cell_rows(truth, cell, v1_all=values.shape[0])
-    bundle, target, recipe = build_ours("ours", values, truth, ids, cell, rows)
-    held = target.select_items(list(bundle.item_ids)).values
+    split = split_rows(values, truth, ids, cell_rows(truth, cell, v1_all=values.shape[0]))
+    bundle, recipe = build_ours("ours", cell, split)
+    held = split.target.select_items(list(bundle.item_ids)).values
     guessers = random_responders(bundle, parts, np.random.default_rng(seed))
     out: dict[str, Any] = {"recipe": recipe, "held_out": int(held.shape[0])}
     for null in ("binary", "matched"):

@@ -32,16 +32,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import V1_ALL, grid_parser, run_jobs, write_report
-from bench_peers import (
-    Cell,
-    build_ours,
-    cell_metrics,
-    cell_rows,
-    estimate_record,
-    load_matrix,
-    seed_range,
-)
+from bench_guard_cost import grid_parser, run_jobs, write_report
+from bench_peers import build_ours, cell_metrics, estimate_record, seed_range
+from peer_cells import V1_ALL, Cell, cell_rows, load_matrix, split_rows
 
 MATRICES = ("ifeval", "musr")
 POPULATIONS = ("all", "66")
@@ -87,8 +80,9 @@ def measure(job: tuple[str, str, str, int, str, str]) -> dict[str, Any]:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bundle, target, recipe = build_ours("ours", gapped, seen, ids, cell, rows)
-        record = estimate_record(cell, bundle, target, recipe, start)
+        split = split_rows(gapped, seen, ids, rows)
+        bundle, recipe = build_ours("ours", cell, split)
+        record = estimate_record(cell, bundle, split.target, recipe, start)
     protocol_record = bundle.reliability["auto"]["protocol"]
     return {
         "matrix": matrix,

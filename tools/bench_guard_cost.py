@@ -36,8 +36,9 @@ from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import DATA, V1, Cell, build_recipe, cell_rows, load_matrix, split_matrices
+from bench_peers import build_recipe
 from cell_scoring import interval_metrics
+from peer_cells import DATA, V1, Cell, split_cell
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.build import SOURCES_OUTSIDE_NOTE as NOTE_SHARE
@@ -47,7 +48,6 @@ from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.subset import Subset
 
 REPO = Path(__file__).resolve().parents[1]
-V1_ALL = 1000
 
 
 def cell_of(key: str) -> Cell:
@@ -84,16 +84,14 @@ def rebuilt_guard(job: tuple[str, str, str]) -> Rebuilt | None:
     if estimator != "guarded":
         return None
     cell = cell_of(key)
-    values, truth, ids = load_matrix(cell.matrix, Path(data))
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    bundle = build_recipe(cell, source, truth[rows[0]], method, "guarded")
+    source, target, source_truth, target_truth = split_cell(cell, Path(data))
+    bundle = build_recipe(cell, source, source_truth, method, "guarded")
     return Rebuilt(
         estimator_from_state(bundle.estimator_state()),
         target.select_items(bundle.item_ids),
-        truth[rows[1]],
+        target_truth,
         source,
-        truth[rows[0]],
+        source_truth,
         bundle.subset,
         bundle.irt,
     )

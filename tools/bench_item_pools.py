@@ -29,16 +29,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_guard_cost import V1_ALL, grid_parser, run_jobs, write_report
-from bench_peers import (
-    Cell,
-    build_ours,
-    cell_metrics,
-    cell_rows,
-    estimate_record,
-    load_matrix,
-    seed_range,
-)
+from bench_guard_cost import grid_parser, run_jobs, write_report
+from bench_peers import build_ours, cell_metrics, estimate_record, seed_range
+from peer_cells import V1_ALL, Cell, cell_rows, load_matrix, split_rows
 
 from lmeval_microbench.errors import InputError
 
@@ -67,11 +60,9 @@ def measure(job: tuple[str, int, str, str, int, str]) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pool_ids = [ids[c] for c in columns]
-            bundle, target, recipe = build_ours(
-                "ours", values[:, columns], truth, pool_ids, cell, rows
-            )
-            record = estimate_record(cell, bundle, target, recipe, start)
+            split = split_rows(values[:, columns], truth, [ids[c] for c in columns], rows)
+            bundle, recipe = build_ours("ours", cell, split)
+            record = estimate_record(cell, bundle, split.target, recipe, start)
     except InputError as exc:
         return {**found, "refused": str(exc).splitlines()[0][:300]}
     metrics = cell_metrics(record, truth[rows[1]])

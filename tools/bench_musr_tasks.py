@@ -33,20 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_peers import (
-    DATA,
-    FAST,
-    MUSR_BLOCKS,
-    REPO,
-    V1_ALL,
-    Cache,
-    Cell,
-    collect,
-    ensure_venv,
-    fill_ours,
-    fill_peer,
-)
+from bench_peers import FAST, Cache, collect, ensure_venv, fill_ours, fill_peer
 from bench_psn_held_out import _load, _minutes, cases, failures, markdown, method_seconds, summary
+from peer_cells import DATA, MUSR_BLOCKS, REPO, V1_ALL, Cell
 from peers_report import MARGIN, OURS
 from peers_report import cases as seed_averaged
 

@@ -47,11 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_balanced_guarded import matrix_of
 from bench_guard_cost import cell_of
-from bench_peers import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, split_matrices
 from bench_similar import group_of, peer_means
 from cell_scoring import interval_metrics, rows_by_case
+from peer_cells import DATA, PSN, V1, V2, Cell, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -114,15 +113,13 @@ def variants(
 def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
     """The cell's recipe rebuilt with ``guarded`` and ``blend``; every variant scored."""
     data, cell, method, widen = task
-    values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
+    source, target, source_truth, target_truth = split_cell(cell, data)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bundle = build_bundle(
             source,
-            truth[rows[0]],
+            source_truth,
             name=cell.key,
             benchmark=cell.matrix,
             method=method,
@@ -154,7 +151,7 @@ def measure_cell(task: tuple[Path, Cell, str, float]) -> dict[str, Any]:
         "recipe": f"{method}+guarded",
         "outside_share": float(np.mean(weight > W_MIN)),
         "below_share": float(np.mean(~np.isnan(below))),
-        **{name: interval_metrics(*scored[name], truth[rows[1]]) for name in VARIANTS},
+        **{name: interval_metrics(*scored[name], target_truth) for name in VARIANTS},
         "seconds": time.perf_counter() - started,
     }
 

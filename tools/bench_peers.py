@@ -52,7 +52,6 @@ share the work (``--only``). Writes ``bench/peers.json``, ``bench/peers.md`` and
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -60,13 +59,25 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from cell_scoring import audit_size
+from peer_cells import (
+    DATA,
+    PSN,
+    REPO,
+    V1,
+    V1_ALL,
+    V2,
+    Cell,
+    Split,
+    cell_rows,
+    load_matrix,
+    split_cell,
+)
 from peers_metrics import cell_metrics
 from peers_report import kept_groups, write_report
 
@@ -75,36 +86,11 @@ from lmeval_microbench.build import build_bundle
 from lmeval_microbench.estimators import estimator_from_state
 from lmeval_microbench.responses import ResponseMatrix
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
-V1 = ("arc", "gsm8k", "hellaswag", "mmlu", "truthfulqa", "winogrande")
-V2 = ("ifeval", "musr")
-PSN = ("psn_mmlu", "psn_bbh")
-PSN_BLOCKS = {
-    "psn_mmlu": "MMLU",
-    "psn_bbh": "BBH",
-    "psn_arc": "ARC-C",
-    "psn_gpqa": "GPQA Diamond",
-    "psn_gsm8k": "GSM8K",
-    "psn_hellaswag": "HellaSwag",
-    "psn_humaneval": "HumanEval",
-    "psn_math": "MATH",
-    "psn_mbpp": "MBPP",
-    "psn_theoremqa": "TheoremQA",
-    "psn_simpleqa_zh": "Chinese SimpleQA",
-}
-"""Every whole benchmark of the psn matrix by its segment name; the suite uses ``PSN``, the
-rest are the held-out check of ``tools/bench_psn_held_out.py``."""
-MUSR_BLOCKS = ("musr_murder_mysteries", "musr_object_placements", "musr_team_allocation")
-"""MuSR's three tasks, each read as a whole benchmark of its own (250-256 items, the same 348
-models; ``tools/bench_musr_tasks.py``)."""
 MATRICES = V2 + V1 + PSN
 BUDGETS = (10, 25, 50, 100)
 POPULATIONS = (25, 50, 100)
 POPULATION_BUDGET = 50
 PROTOCOLS = ("random", "extrapolation", "weak")
-V1_ALL = 1000
-"""Most source models of a v1 'all' population (``--v1-all``)."""
 SEEDS = (0, 1, 2)
 FAST = (
     "random_sampling",
@@ -122,71 +108,7 @@ OURS = ("ours", "ours_audit", "ours_inside")
 AUDIT_SHARE = 0.3
 AUDIT_BUDGETS = (50, 100)
 """Budgets ``ours_audit`` runs at (all source models, random and extrapolation)."""
-TARGET_SHARE = 0.2
 PEER_TIMEOUT = 6 * 3600
-
-
-@dataclass(frozen=True)
-class Cell:
-    matrix: str
-    population: str
-    protocol: str
-    budget: int
-    seed: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.matrix}/{self.population}/{self.protocol}/{self.budget}/{self.seed}"
-
-
-# ---------------------------------------------------------------------- data
-def load_matrix(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """0/1 values (models x items, complete rows), each model's mean over them, item ids."""
-    if name in V2:
-        frame = pd.read_parquet(data / "openllm_v2" / "responses" / f"{name}.parquet")
-    elif name in V1:
-        frame = pd.read_parquet(data / "openllm_v1" / "responses" / f"{name}_B.parquet")
-    elif name in MUSR_BLOCKS:
-        frame = pd.read_parquet(data / "openllm_v2" / "responses" / "musr.parquet")
-        task = "musr." + name.removeprefix("musr_") + "."
-        frame = frame[[c for c in frame.columns if str(c).startswith(task)]]
-    else:
-        segments = pd.read_csv(data / "psn_irt" / "column_segments_inferred.csv")
-        row = segments[segments["benchmark"] == PSN_BLOCKS[name]].iloc[0]
-        start, stop = int(row["start_col"]), int(row["end_col_exclusive"])
-        frame = pd.read_csv(data / "psn_irt" / "combine.csv", header=None).iloc[:, start:stop]
-        frame.columns = [f"psn.{name.removeprefix('psn_')}.{k}" for k in range(start, stop)]
-    values = frame.to_numpy(dtype=np.float64)
-    complete = ~np.isnan(values).any(axis=1)
-    values = values[complete]
-    return values, values.mean(axis=1), [str(c) for c in frame.columns]
-
-
-def cell_rows(truth: np.ndarray, cell: Cell, v1_all: int) -> tuple[np.ndarray, np.ndarray]:
-    """Source and target rows of a cell: the same targets for every budget and population."""
-    n = truth.size
-    count = max(1, round(TARGET_SHARE * n))
-    rng = np.random.default_rng([cell.seed, _stable(cell.matrix)])
-    order = np.argsort(-truth, kind="stable")
-    if cell.protocol == "random":
-        perm = rng.permutation(n)
-        target, pool = perm[:count], perm[count:]
-    elif cell.protocol == "extrapolation":
-        target, pool = order[:count], order[count:]
-    else:
-        target, pool = order[-count:], order[:-count]
-    size = v1_all if cell.population == "all" and cell.matrix in V1 else None
-    if cell.population != "all":
-        size = int(cell.population)
-    if size is not None and size < pool.size:
-        pool = np.random.default_rng([cell.seed, size, _stable(cell.matrix)]).choice(
-            pool, size, replace=False
-        )
-    return np.sort(pool), np.sort(target)
-
-
-def _stable(text: str) -> int:
-    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
 def grid(
@@ -265,24 +187,15 @@ class Cache:
 
 
 # ---------------------------------------------------------------------- ours
-def build_ours(
-    method: str,
-    values: np.ndarray,
-    truth: np.ndarray,
-    ids: list[str],
-    cell: Cell,
-    rows: tuple[np.ndarray, np.ndarray],
-) -> tuple[Any, ResponseMatrix, str]:
-    """The bundle ``microbench build`` makes for ``method`` on the cell's source models, the
-    target models' matrix and the recipe chosen (``method+estimator``)."""
-    source_rows = rows[0]
-    source, target = split_matrices(values, ids, rows)
+def build_ours(method: str, cell: Cell, split: Split) -> tuple[Any, str]:
+    """The bundle ``microbench build`` makes for ``method`` on the cell's source models and
+    the recipe chosen (``method+estimator``)."""
     audit = audit_size(AUDIT_SHARE if method == "ours_audit" else 0.0, cell.budget)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         choice = choose_recipe(
-            source,
-            truth[source_rows],
+            split.source,
+            split.source_truth,
             budgets=[cell.budget],
             seed=cell.seed,
             progress=False,
@@ -291,14 +204,14 @@ def build_ours(
         )
     bundle = build_recipe(
         cell,
-        source,
-        truth[source_rows],
+        split.source,
+        split.source_truth,
         choice.method,
         choice.estimator,
         audit=audit,
         choice=choice.as_record(),
     )
-    return bundle, target, f"{choice.method}+{choice.estimator}"
+    return bundle, f"{choice.method}+{choice.estimator}"
 
 
 def build_recipe(
@@ -330,15 +243,6 @@ def build_recipe(
         )
 
 
-def split_matrices(
-    values: np.ndarray, ids: list[str], rows: tuple[np.ndarray, np.ndarray]
-) -> tuple[ResponseMatrix, ResponseMatrix]:
-    """A cell's source and target models as response matrices (model ids ``m<row>``)."""
-    models = [f"m{k}" for k in range(values.shape[0])]
-    source, target = (ResponseMatrix(values[r], [models[k] for k in r], ids) for r in rows)
-    return source, target
-
-
 def estimate_record(
     cell: Cell, bundle: Any, target: ResponseMatrix, recipe: str, start: float
 ) -> dict[str, Any]:
@@ -364,15 +268,14 @@ def estimate_record(
 
 def fill_ours(method: str, cells: list[Cell], data: Path, cache: Cache, v1_all: int) -> None:
     for matrix in sorted({c.matrix for c in cells}):
-        values, truth, ids = load_matrix(matrix, data)
         done = cache.read(method, matrix)
         todo = [c for c in cells if c.matrix == matrix and c.key not in done]
         for k, cell in enumerate(todo, 1):
-            rows = cell_rows(truth, cell, v1_all)
+            split = split_cell(cell, data, v1_all)
             try:
                 start = time.perf_counter()  # build, then estimate: what a user waits for
-                bundle, target, recipe = build_ours(method, values, truth, ids, cell, rows)
-                record = estimate_record(cell, bundle, target, recipe, start)
+                bundle, recipe = build_ours(method, cell, split)
+                record = estimate_record(cell, bundle, split.target, recipe, start)
             except Exception as exc:  # recorded as the method's failure on that cell
                 record = {"key": cell.key, "error": f"{type(exc).__name__}: {exc}"[:300]}
             cache.append(method, matrix, record)

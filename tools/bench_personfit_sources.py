@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, V1, V2, load_matrix
+from peer_cells import DATA, V1, V2, load_matrix
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 

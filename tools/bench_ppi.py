@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_balanced_guarded import matrix_of
-from bench_peers import DATA, V1_ALL, Cell, cell_rows, split_matrices
 from cell_scoring import interval_metrics, measured_or_saved
+from peer_cells import DATA, Cell, split_cell
 from scipy.special import expit
 from scipy.stats import norm
 from tqdm.auto import tqdm
@@ -108,10 +107,7 @@ def as_score(parts: dict[str, np.ndarray], rest_mean: np.ndarray) -> np.ndarray:
 
 def cell_parts(cell: Cell, n_audit: int, data: Path) -> tuple[dict, dict]:
     """The cell's parts for ppi_py and our reading's own values, intervals and the truth."""
-    values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    source_truth, target_truth = truth[rows[0]], truth[rows[1]]
+    source, target, source_truth, target_truth = split_cell(cell, data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         subset = select_with_audit(

@@ -27,21 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import (
-    DATA,
-    FAST,
-    PSN,
-    PSN_BLOCKS,
-    REPO,
-    V1_ALL,
-    Cache,
-    Cell,
-    collect,
-    ensure_venv,
-    fill_ours,
-    fill_peer,
-    load_matrix,
-)
+from bench_peers import FAST, Cache, collect, ensure_venv, fill_ours, fill_peer
+from peer_cells import DATA, PSN, PSN_BLOCKS, REPO, V1_ALL, Cell, load_matrix
 from peers_noise import level_with_the_rest
 from peers_report import MARGIN, OURS, best_peer
 from peers_report import cases as seed_averaged

@@ -26,24 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_balanced_guarded import matrix_of
-from bench_peers import (
-    BUDGETS,
-    DATA,
-    PEERS,
-    POPULATION_BUDGET,
-    POPULATIONS,
-    PSN,
-    V1,
-    V1_ALL,
-    V2,
-    Cell,
-    build_recipe,
-    cell_rows,
-    seed_range,
-    split_matrices,
-)
+from bench_peers import BUDGETS, PEERS, POPULATION_BUDGET, POPULATIONS, build_recipe, seed_range
 from cell_scoring import interval_metrics, points, rows_by_case
+from peer_cells import DATA, PSN, V1, V2, Cell, matrix_of, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -73,14 +58,11 @@ def cells_of(matrix: str, n_items: int, seeds: list[int]) -> list[Cell]:
 def measure_cell(task: tuple[Path, Cell]) -> dict[str, Any]:
     """Balanced items read with ``similar`` on one split: MAE, coverage, width, seconds."""
     data, cell = task
-    values, truth, ids = matrix_of(cell.matrix, data)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
-    target_truth = truth[rows[1]]
+    source, target, source_truth, target_truth = split_cell(cell, data)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bundle = build_recipe(cell, source, truth[rows[0]], "balanced", "similar")
+        bundle = build_recipe(cell, source, source_truth, "balanced", "similar")
         estimator = estimator_from_state(bundle.estimator_state())
         value, lower, upper = estimator.estimate_matrix(target.select_items(bundle.item_ids))
     return {

@@ -38,12 +38,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_balanced_guarded import matrix_of
-from bench_peers import DATA, PSN, PSN_BLOCKS, V1, V1_ALL, V2, Cell, cell_rows
+from peer_cells import DATA, PSN, PSN_BLOCKS, V1, V2, Cell, split_cell
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.outside.readings.similar import ALPHAS, PENALTY, similarity_aipw
-from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.selection import make_selector
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,21 +68,19 @@ def variants() -> dict[str, tuple[float, ...]]:
 
 def measure(cell: Cell) -> dict[str, Any]:
     """Every penalty rule's MAE (points) on one cell's held-out models."""
-    values, truth, ids = matrix_of(cell.matrix, DATA)
-    rows = cell_rows(truth, cell, V1_ALL)
-    source = ResponseMatrix(values[rows[0]], [f"m{r}" for r in rows[0]], ids)
+    source, target, _, target_truth = split_cell(cell, DATA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         subset = make_selector("stratified").select(source, cell.budget, seed=cell.seed)
     asked = source.item_positions(subset.item_ids)
-    rest = np.setdiff1d(np.arange(len(ids)), asked)
-    sources, targets = values[rows[0]], values[rows[1]]
-    out: dict[str, Any] = {"key": cell.key, "sources": int(rows[0].size)}
+    rest = np.setdiff1d(np.arange(source.n_items), asked)
+    sources, targets = source.values, target.values
+    out: dict[str, Any] = {"key": cell.key, "sources": source.n_models}
     for name, penalties in variants().items():
         estimate, _ = similarity_aipw(
             sources[:, asked].T, sources[:, rest].T, targets[:, asked], penalties=penalties
         )
-        out[name] = 100 * float(np.mean(np.abs(estimate - truth[rows[1]])))
+        out[name] = 100 * float(np.mean(np.abs(estimate - target_truth)))
     return out
 
 

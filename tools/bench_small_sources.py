@@ -47,21 +47,10 @@ from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_balanced_guarded import matrix_of
-from bench_peers import (
-    DATA,
-    PSN,
-    V1,
-    V1_ALL,
-    V2,
-    Cell,
-    build_ours,
-    build_recipe,
-    cell_rows,
-    split_matrices,
-)
+from bench_peers import build_ours, build_recipe
 from cell_scoring import interval_metrics
 from leaderboard_bench import load_openllm
+from peer_cells import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, matrix_of, split_rows
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.auto import FALLBACK, FALLBACK_CALIBRATED, FLOOR
@@ -113,7 +102,7 @@ def scored_cells(seeds: int) -> list[Cell]:
 @lru_cache(maxsize=1)
 def scored_matrix(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A v1 matrix on its models with a whole-benchmark score, that score (read once per
-    worker while its cells share a matrix, as :func:`bench_balanced_guarded.matrix_of`)."""
+    worker while its cells share a matrix, as :func:`peer_cells.matrix_of`)."""
     responses, truth, _ = load_openllm(DATA / "openllm_v1", name)
     responses, truth = complete_models(responses, truth)
     return responses.values, truth, list(responses.item_ids)
@@ -125,18 +114,18 @@ def measure(task: tuple[str, Cell]) -> dict[str, Any]:
     kind, cell = task
     scored = kind == SCORED
     values, truth, ids = scored_matrix(cell.matrix) if scored else matrix_of(cell.matrix, DATA)
-    rows = cell_rows(truth, cell, V1_ALL if scored else len(truth))
-    source, target = split_matrices(values, ids, rows)
+    split = split_rows(values, truth, ids, cell_rows(truth, cell, V1_ALL if scored else len(truth)))
+    source, target, source_truth, target_truth = split
     key = f"{SCORED}:{cell.key}" if scored else cell.key
-    out: dict[str, Any] = {"key": key, "sources": int(rows[0].size)}
+    out: dict[str, Any] = {"key": key, "sources": source.n_models}
     recipes = {"floor": FLOOR} if scored else RECIPES
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bundle, _, out["default_recipe"] = build_ours("ours", values, truth, ids, cell, rows)
-        out["default"] = _metrics(bundle, target, truth[rows[1]])
+        bundle, out["default_recipe"] = build_ours("ours", cell, split)
+        out["default"] = _metrics(bundle, target, target_truth)
         for name, recipe in recipes.items():
-            bundle = build_recipe(cell, source, truth[rows[0]], recipe.method, recipe.estimator)
-            out[name] = _metrics(bundle, target, truth[rows[1]])
+            bundle = build_recipe(cell, source, source_truth, recipe.method, recipe.estimator)
+            out[name] = _metrics(bundle, target, target_truth)
     return out
 
 

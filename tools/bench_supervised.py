@@ -32,22 +32,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import (
-    DATA,
-    MATRICES,
-    PEERS,
-    PSN,
-    V1,
-    V2,
-    Cache,
-    Cell,
-    build_recipe,
-    cell_metrics,
-    cell_rows,
-    estimate_record,
-    load_matrix,
-    split_matrices,
-)
+from bench_peers import MATRICES, PEERS, Cache, build_recipe, cell_metrics, estimate_record
+from peer_cells import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, matrix_of, split_cell
 
 from lmeval_microbench._io import write_text_if_changed
 
@@ -56,19 +42,15 @@ RECIPES = ("lasso+kridge", "lasso+guarded", "greedy+kridge", "greedy+guarded")
 PROTOCOLS = ("random", "extrapolation")
 BUDGETS = (25, 50, 100)
 SEEDS = (0, 1)
-V1_ALL = 1000
 FAMILIES = {"v2 (whole benchmarks)": V2, "v1 (metabench items)": V1, "psn (12 models)": PSN}
 
 
-def run_recipe(
-    recipe: str, values: np.ndarray, truth: np.ndarray, ids: list[str], cell: Cell
-) -> dict[str, Any]:
+def run_recipe(recipe: str, cell: Cell, data: Path) -> dict[str, Any]:
     """Build the fixed recipe on the cell's sources; its estimates of the cell's targets."""
     method, estimator = recipe.split("+")
-    rows = cell_rows(truth, cell, V1_ALL)
-    source, target = split_matrices(values, ids, rows)
+    source, target, source_truth, _ = split_cell(cell, data)
     start = time.perf_counter()
-    bundle = build_recipe(cell, source, truth[rows[0]], method, estimator)
+    bundle = build_recipe(cell, source, source_truth, method, estimator)
     return estimate_record(cell, bundle, target, recipe, start)
 
 
@@ -86,14 +68,14 @@ def fill(
     matrices: list[str], budgets: list[int], seeds: list[int], cache: Cache, data: Path
 ) -> None:
     for matrix in matrices:
-        values, truth, ids = load_matrix(matrix, data)
+        n_items = matrix_of(matrix, data)[0].shape[1]
         for recipe in RECIPES:
             done = cache.read(recipe, matrix)
-            for cell in cells_of(matrix, values.shape[1], budgets, seeds):
+            for cell in cells_of(matrix, n_items, budgets, seeds):
                 if cell.key in done:
                     continue
                 try:
-                    record = run_recipe(recipe, values, truth, ids, cell)
+                    record = run_recipe(recipe, cell, data)
                 except Exception as exc:  # recorded as the recipe's failure on that cell
                     record = {"key": cell.key, "error": f"{type(exc).__name__}: {exc}"[:300]}
                 cache.append(recipe, matrix, record)
@@ -120,7 +102,7 @@ def case_rows(
     cache, peers = caches
     rows = []
     for matrix in matrices:
-        values, truth, _ = load_matrix(matrix, data)
+        values, truth, _ = matrix_of(matrix, data)
         records = {r: cache.read(r, matrix) for r in RECIPES}
         records |= {m: peers.read(m, matrix) for m in ("ours", *PEERS)}
         for protocol in PROTOCOLS:

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, V1, seed_range
+from bench_peers import seed_range
 from leaderboard_bench import load_openllm
+from peer_cells import DATA, V1
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import PSN, V1, V1_ALL, V2
+from peer_cells import PSN, V1, V1_ALL, V2
 from scipy.stats import beta, binom
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed

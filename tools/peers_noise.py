@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import PSN, V1, V2
+from peer_cells import PSN, V1, V2
 from peers_report import (
     MARGIN,
     OURS,

@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_peers import DATA, PEERS, V1, V1_ALL, Cell, cell_rows, load_matrix
+from bench_peers import PEERS
 from bench_v1_default import split_of
 from cell_scoring import points
+from peer_cells import DATA, V1, Cell, split_cell
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 
@@ -135,8 +136,8 @@ def default_case(cases: list[dict[str, Any]], matrix: str, protocol: str) -> dic
 
 def held_out_answers(matrix: str, data: Path, seed: int) -> np.ndarray:
     """0/1 answers of the peer suite's strongest fifth (the same models for every seed)."""
-    values, truth, _ = load_matrix(matrix, data)
-    return values[cell_rows(truth, Cell(matrix, "all", "extrapolation", BUDGET, seed), V1_ALL)[1]]
+    cell = Cell(matrix, "all", "extrapolation", BUDGET, seed)
+    return split_cell(cell, data).target.values
 
 
 def rows_of(loaded: dict[str, dict[str, Any]], data: Path) -> list[dict[str, Any]]:
