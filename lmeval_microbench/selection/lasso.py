@@ -13,6 +13,19 @@ The items are the active set at the smallest penalty of the path that keeps at m
 (then by their absolute correlation with the score, for items that never enter). Missing
 scores are replaced by the item's mean over the source models; large item sets are reduced
 to a random pool of ``max_candidates`` items drawn with the seed, as in ``greedy``.
+
+Not among ``--method auto``'s candidates (``bench/choice_rules_lasso.md``), and not half and
+half either. Tried in a scratch run (``tools/bench_choice_rules.py --paired``, all 276
+cells, seeds 0-2): half the budget from this path, half ``balanced`` items of the rest, read
+with ``guarded``. As a fixed recipe it erred less than the choice's picks on the v2 random
+splits (all sources 2.33 against 2.51 points, 25-100 sources 3.07 against 3.35; MuSR at 50
+items 1.66-1.78 against 1.53-2.47), and on MuSR's strongest fifth about as balanced items
+did (50 items, all sources: 3.18 against 3.21; lasso items alone 5.05), but on the v1
+strongest fifth it erred 3.3-3.4 against the choice's 1.8-1.9. On those v2 random splits the
+choice's inner extrapolation folds scored it 3.6-10.1 points where ``balanced`` and
+``anchor_points`` scored 2.3-7.6, so it was picked in 5 cells, none of them the v2 random
+ones, and the picks erred more (2.31 -> 2.36; the strongest fifth with 25-100 sources, v1
+1.88 -> 2.05 and v2 3.92 -> 4.15).
 """
 
 from __future__ import annotations
