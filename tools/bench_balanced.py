@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from bench_peers import MATRICES
-from peer_cells import DATA, PSN, V1_ALL, Cell, cell_rows, load_matrix, split_rows
+from peer_cells import DATA, PSN, Cell, matrix_of, split_cell
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
@@ -51,15 +51,9 @@ def binomial_halfwidth(estimate: np.ndarray, budget: int, n_items: int) -> np.nd
     return Z90 * binomial_se(np.clip(estimate, 0.0, 1.0), budget) * np.sqrt(correction)
 
 
-def measure_cell(
-    values: np.ndarray,
-    truth: np.ndarray,
-    ids: list[str],
-    cell: Cell,
-    draws: int,
-) -> dict[str, dict[str, float]]:
+def measure_cell(cell: Cell, data: Path, draws: int) -> dict[str, dict[str, float]]:
     """Both selections' plain-mean MAE, coverage and width on one split, over ``draws``."""
-    source, target, _, target_truth = split_rows(values, truth, ids, cell_rows(truth, cell, V1_ALL))
+    source, target, _, target_truth = split_cell(cell, data)
     out = {}
     for name in SELECTIONS:
         selector = make_selector(name)
@@ -68,7 +62,7 @@ def measure_cell(
             subset = selector.select(source, cell.budget, seed=draw)
             positions = target.item_positions(subset.item_ids)
             estimate = plain_mean(target.values, positions, np.asarray(subset.weights))
-            half = binomial_halfwidth(estimate, cell.budget, len(ids))
+            half = binomial_halfwidth(estimate, cell.budget, source.n_items)
             errors.append(np.mean(np.abs(estimate - target_truth)))
             covered.append(np.mean(np.abs(estimate - target_truth) <= half))
             widths.append(np.mean(2 * half))
@@ -95,10 +89,10 @@ def run(data: Path, draws: int, seeds: list[int], psn_seeds: list[int]) -> list[
     """Case rows (matrix, protocol, budget), each averaged over its seeds' splits."""
     rows = []
     for matrix in tqdm(MATRICES, desc="balanced", unit="matrix"):
-        values, truth, ids = load_matrix(matrix, data)
+        n_items = len(matrix_of(matrix, data)[2])
         per_case: dict[tuple[str, int], list[dict]] = {}
-        for cell in cells_of(matrix, len(ids), seeds, psn_seeds):
-            found = measure_cell(values, truth, ids, cell, draws)
+        for cell in cells_of(matrix, n_items, seeds, psn_seeds):
+            found = measure_cell(cell, data, draws)
             per_case.setdefault((cell.protocol, cell.budget), []).append(found)
         for (protocol, budget), found in per_case.items():
             row: dict[str, Any] = {
