@@ -101,6 +101,24 @@ class BalancedSelector(Selector):
     difficulty, the sample cannot come out all easy or all hard by chance: the plain
     weighted mean erred less than with uniform random items in 108 of 114 cases of the peer
     suite's splits, the strongest fifth included (``bench/balanced.md``).
+
+    Tried and not kept: in each stratum the item that agrees most with the rest of the
+    benchmark among the sources (highest item-rest correlation) instead of a random one. A
+    scratch probe on the peer suite's cells, all sources, 50 items, seeds 0-2, held-out MAE
+    in points against balanced items' own:
+    - read with ``kridge``: random splits IFEval 2.95 against 3.19 (MuSR 1.65 against 2.13,
+      both with ``ridge``), but the strongest fifth IFEval 10.7 against 5.6, TruthfulQA 5.4
+      against 2.9;
+    - read with ``guarded``: MuSR random 10.6 against 2.4. Such items spread a model's answers
+      far wider than its score (seed 0: the sources' weighted means 6-82 % against truths
+      of 32-54 %), and the guard's reading there (the weighted mean, chosen on the folds)
+      placed models beyond the sources that were not;
+    - with a scratch 2PL own-level reading (item slopes fitted on the sources, where
+      :mod:`..outside.readings.own` gives every item one slope): MuSR random
+      1.80 against 2.51, strongest fifth 2.95 against 3.29, but IFEval's strongest fifth 7.3
+      against 4.2 at 72 points of width. That reading also made balanced items and anchor
+      points err more on MuSR (random 2.44 -> 2.51 and 1.95 -> 2.02, strongest fifth 3.21 ->
+      3.29 and 3.52 -> 3.78), so it was not kept either.
     """
 
     name = "balanced"
