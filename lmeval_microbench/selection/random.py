@@ -114,11 +114,11 @@ class BalancedSelector(Selector):
       of 32-54 %), and the guard's reading there (the weighted mean, chosen on the folds)
       placed models beyond the sources that were not;
     - with a scratch 2PL own-level reading (item slopes fitted on the sources, where
-      :mod:`..outside.readings.own` gives every item one slope): MuSR random
-      1.80 against 2.51, strongest fifth 2.95 against 3.29, but IFEval's strongest fifth 7.3
-      against 4.2 at 72 points of width. That reading also made balanced items and anchor
-      points err more on MuSR (random 2.44 -> 2.51 and 1.95 -> 2.02, strongest fifth 3.21 ->
-      3.29 and 3.52 -> 3.78), so it was not kept either.
+      :mod:`..outside.readings.own` gives every item one slope): MuSR random 1.80 against
+      2.51, strongest fifth 2.95 against 3.29, but IFEval's strongest fifth 7.3 against 4.2
+      at 72 points of width. That reading also made balanced items and anchor points err
+      more on MuSR (random 2.44 -> 2.51 and 1.95 -> 2.02, strongest fifth 3.21 -> 3.29 and
+      3.52 -> 3.78), so it was not kept either.
     """
 
     name = "balanced"
