@@ -7,7 +7,9 @@ reconstruction of lm-eval runs, :mod:`.runs`, reports its results with :mod:`.ru
 It checks every estimate for person fit (:mod:`.personfit`) when the bundle carries a
 ``person_fit`` block: each record gets a ``person_fit`` object, a table marks a flagged
 estimate with :data:`FIT_MARK`, and an estimate whose answers cannot be told from guessing
-has its interval widened to include the bundle's chance-level score.
+has its interval widened to include the bundle's chance-level score. Each record also says
+where the bundle's guard places the model: above or below every source model, or among them
+(:mod:`.outside.placement`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .bundle import Bundle
 from .errors import ItemMismatchError
 from .estimators import estimator_from_state
 from .estimators.base import ScoreEstimator
+from .outside.placement import placement_records
 from .personfit import bundle_person_fit, fit_record, fitted_estimate
 from .responses import ResponseMatrix
 
@@ -53,7 +56,9 @@ def estimate_models(
     naming it, so the other models' estimates are not lost).
     Each record has a ``person_fit`` object (:func:`.personfit.fit_record`); a flagged
     model's interval is widened as :func:`.personfit.widen_for_fit` says and the record's
-    ``person_fit.note`` says why (the CLI prints it as a warning).
+    ``person_fit.note`` says why (the CLI prints it as a warning). ``placement`` says where
+    the bundle's guard places a model with every subset answer scored (above or below every
+    source model, :mod:`.outside.placement`); None without a guard or with an item missing.
     """
     fitted = bundle_estimator(bundle, estimator)
     ids = bundle.subset.item_ids
@@ -70,6 +75,7 @@ def estimate_models(
     )
     observed = subset.observed.sum(axis=1)
     fits = bundle_person_fit(bundle, subset.values)
+    placements = placement_records(fitted, subset.values)
     records = []
     for k, model in enumerate(responses.model_ids):
         raw = Estimate(float(value[k]), float(lower[k]), float(upper[k]), level, float(se[k]))
@@ -85,6 +91,7 @@ def estimate_models(
                 "subset_mean": float(np.nanmean(subset.values[k])),
                 **{f"estimate_{key}": val for key, val in estimate.as_dict().items()},
                 "person_fit": fit_record(fit, bundle.person_fit, note, estimate is not raw),
+                "placement": placements[k],
             }
         )
     return records

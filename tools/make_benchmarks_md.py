@@ -20,6 +20,8 @@ SECTIONS = [
     ("peers_penalty.md", "tools/peers_compare.py"),
     ("peers_reach_below.md", "tools/peers_compare.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
+    ("placement.md", "tools/bench_placement.py"),
+    ("peers_ifeval_rerun.md", "tools/peers_compare.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_cost_before_own_reach.md", "tools/bench_guard_cost.py"),
     ("peers_own_reach.md", "tools/peers_compare.py"),

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..benchmarks import SUITES
 from ..errors import InputError
+from ..outside.placement import legend, side_mark
 from ..reconstruct import FIT_MARK
 from ._options import (
     METHODS,
@@ -382,7 +383,8 @@ def _report(
                 "benchmark": name,
                 "items run": f"{found.items_scored} of {found.full_size:,}",
                 "subset score (%)": f"{100 * found.subset_mean:.1f}",
-                "estimate (%)": f"{100 * found.value:.1f}{FIT_MARK if found.flagged else ''}",
+                "estimate (%)": f"{100 * found.value:.1f}{FIT_MARK if found.flagged else ''}"
+                + side_mark(found.placement),
                 f"{_level(result):.0%} interval": _interval(found.lower, found.upper),
                 "in-run = recomputed": _agrees(found),
                 "time": minutes(seconds[name]),
@@ -407,6 +409,8 @@ def _report(
     for found in result.estimates:
         if found.flagged and found.person_fit:
             print(f"{FIT_MARK} {found.benchmark}: person fit: {found.person_fit.get('note')}")
+    if any(side_mark(found.placement) for found in result.estimates):
+        print(legend())
     skipped = [n for n in ALL_TASKS if n not in names]
     if skipped:
         print(

@@ -45,6 +45,7 @@ COLUMNS = [
     "estimate_lower",
     "estimate_upper",
     "fit",
+    "beyond",
 ]
 
 MATRIX_SUFFIXES = (".parquet", ".csv", ".tsv")
@@ -280,6 +281,7 @@ def _record(found: BenchmarkEstimate) -> dict[str, Any]:
         "subset_mean": _finite(found.subset_mean),
         **{f"estimate_{key}": _finite(value) for key, value in values.items()},
         "person_fit": dict(found.person_fit or {}),
+        "placement": None if found.placement is None else dict(found.placement),
         "samples": found.samples,
     }
 
@@ -291,9 +293,13 @@ def _finite(value: float | None) -> float | None:
 
 # ---------------------------------------------------------------------------- output
 def _table(title: str, records: list[dict[str, Any]]) -> str:
-    text = f"{title}\n" + table_text([_with_fit_mark(record) for record in records], COLUMNS)
+    from ..outside.placement import legend
+
+    text = f"{title}\n" + table_text([_with_marks(record) for record in records], COLUMNS)
     if any(_flagged(record) for record in records):
         text += f"\n{_legend()}\n"
+    if any(_beyond(record) for record in records):
+        text += f"\n{legend('beyond:')}\n"
     return text
 
 
@@ -314,10 +320,16 @@ def _flagged(record: dict[str, Any]) -> bool:
     return bool(record["person_fit"].get("flagged"))
 
 
-def _with_fit_mark(record: dict[str, Any]) -> dict[str, Any]:
+def _beyond(record: dict[str, Any]) -> str:
+    """``above``, ``below`` or ``""``: where the guard placed the model (:mod:`..outside`)."""
+    placement = record.get("placement")
+    return placement["side"] if placement else ""
+
+
+def _with_marks(record: dict[str, Any]) -> dict[str, Any]:
     from ..reconstruct import FIT_MARK
 
-    return {**record, "fit": FIT_MARK if _flagged(record) else ""}
+    return {**record, "fit": FIT_MARK if _flagged(record) else "", "beyond": _beyond(record)}
 
 
 def _legend() -> str:

@@ -83,6 +83,7 @@ from ..outside import (
 )
 from ..outside.folds import DOWN, UP, ReadingScore, directed_folds, score_readings
 from ..outside.guard import W_MIN
+from ..outside.placement import Placement
 from ..outside.readings import make_reading
 from ..outside.readings.base import FlatScaleError
 from ..outside.readings.own import OwnLevelReading
@@ -397,11 +398,17 @@ class GuardedEstimator(OwnStagesEstimator):
         self.band_ = self.inner_.widen_intervals(factor).band_
         return self
 
+    def placement(self, values: np.ndarray) -> Placement:
+        """Where the guard's reading places each complete row of subset answers against the
+        sources' score range: what :meth:`_predict` weighs, side by side."""
+        self._check_fitted()
+        values = np.asarray(values, dtype=np.float64)
+        inner = self.inner_.predict_rows(values, 0.9)[0]
+        return Placement.locate(*self.reading_.locate(values, inner), self.top_, self.bottom_)
+
     def outside_weight(self, values: np.ndarray) -> np.ndarray:
         """How far outside the sources each row's reading places it (0 inside, 1 beyond)."""
-        self._check_fitted()
-        inner = self.inner_.predict_rows(values, 0.9)[0]
-        return beyond_weight(*self.reading_.locate(values, inner), self.top_, self.bottom_)
+        return self.placement(values).outside
 
     def outside_share(self, values: np.ndarray) -> float:
         """Share of the rows of ``values`` (answers on the subset; rows with a missing answer

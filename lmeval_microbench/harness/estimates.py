@@ -16,17 +16,21 @@ and a warning names the count.
 Every estimate is checked for person fit when the bundle carries a ``person_fit`` block
 (:mod:`..personfit`, scored items only): a pattern unlike the source models' or one that
 cannot be told from guessing gets a one-line warning naming the model and bundle, and in the
-second case the interval is widened to include the bundle's chance-level score.
+second case the interval is widened to include the bundle's chance-level score. An estimate
+whose answers place the model above or below every source model (the bundle's guard,
+:mod:`..outside.placement`) gets a one-line warning saying so.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from .._conformal import check_level
 from .._types import Estimate, ItemId, MaybeEstimated
@@ -35,6 +39,7 @@ from ..errors import BundleError, InputError, ItemMismatchError, one_line, own_w
 from ..estimators import ESTIMATORS
 from ..estimators._fitting import checked_score
 from ..estimators.base import ScoreEstimator
+from ..outside.placement import placement_note, placement_records
 from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator
 
@@ -73,6 +78,9 @@ class RunEstimate(MaybeEstimated):
     """None when the bundle has no person-fit block."""
     fit_note: str = ""
     """Why the estimate was flagged (and its interval widened); empty when it was not."""
+    placement: Mapping[str, Any] | None = None
+    """Where the bundle's guard places the model against the source models
+    (:func:`..outside.placement_records`); None without a guard or with items unscored."""
 
 
 @dataclass
@@ -259,7 +267,20 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
             len(missing),
         )
     estimate = fitted.estimate(scores, level=options.level, allow_missing=bool(missing))
-    return _with_person_fit(entry, scores, replace(result, estimate=estimate))
+    placement = None if missing else _placement(entry, fitted, scores)
+    return _with_person_fit(entry, scores, replace(result, estimate=estimate, placement=placement))
+
+
+def _placement(
+    entry: _Entry, fitted: ScoreEstimator, scores: dict[ItemId, float]
+) -> Mapping[str, Any] | None:
+    """Where the guard places the run's model, logged when beyond the sources."""
+    row = np.array([[scores[item] for item in fitted.item_ids_]], dtype=np.float64)
+    record = placement_records(fitted, row)[0]
+    note = "" if record is None else placement_note(entry.options.model, entry.bundle.name, record)
+    if note:
+        logger.warning("%s", note)
+    return record
 
 
 def _with_person_fit(

@@ -15,7 +15,9 @@ This package holds the pieces of the ``guarded`` estimator
 ``guard``     how far a reading places a model beyond the sources, and the estimate and
               interval that follow from it;
 ``folds``     inner extrapolation splits of the source models: which reading to trust and how
-              wide its interval must be, measured where the sources themselves extrapolate.
+              wide its interval must be, measured where the sources themselves extrapolate;
+``placement`` the same location told to the user: whether a model's answers place it above or
+              below every source model, beside its estimate.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from .guard import (
     reached_below,
     spread_below,
 )
+from .placement import Placement, placement_of, placement_records
 from .readings import READINGS, Reading, SourceView, make_reading
 
 __all__ = [
     "REACH_Z",
     "READINGS",
     "GuardBand",
+    "Placement",
     "Reading",
     "SourceView",
     "beyond_weight",
@@ -44,6 +48,8 @@ __all__ = [
     "floored",
     "guarded_interval",
     "make_reading",
+    "placement_of",
+    "placement_records",
     "reached",
     "reached_below",
     "spread_below",

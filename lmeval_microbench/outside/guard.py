@@ -64,6 +64,7 @@ from scipy.stats import norm
 
 from .._conformal import conformal_quantile
 from ..errors import InputError
+from .placement import Placement
 from .readings.base import se_floor
 
 W_MIN = 0.05
@@ -90,10 +91,7 @@ over :data:`W_MIN` (:func:`reached`; the adaptive runs' upper reach uses the sam
 
 def beyond_weight(value: np.ndarray, se: np.ndarray, top: float, bottom: float) -> np.ndarray:
     """Probability that the truth lies above ``top`` or below ``bottom`` (normal reading)."""
-    se = se_floor(np.asarray(se, dtype=np.float64))
-    value = np.asarray(value, dtype=np.float64)
-    weight = norm.sf((top - value) / se) + norm.cdf((bottom - value) / se)
-    return np.clip(weight, 0.0, 1.0)
+    return Placement.locate(value, se, top, bottom).outside
 
 
 @dataclass(frozen=True)

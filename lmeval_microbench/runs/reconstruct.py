@@ -45,6 +45,7 @@ from ..collect import (
     preview,
 )
 from ..errors import InputError, ReconstructionWarning, one_line, own_warning
+from ..outside.placement import placement_records
 from ..personfit import bundle_person_fit, fit_record, fit_warning, fitted_estimate
 from ..reconstruct import bundle_estimator
 from .bundles import BundleIndex
@@ -145,6 +146,7 @@ def _estimate_group(
                 float(value[j]), float(lower[j]), float(upper[j]), level, float(se[j])
             )
     fits = _person_fits(runs, bundle, values, results)
+    placements = placement_records(fitted, values)
     out = []
     for k, run in enumerate(runs):
         _warn_missing(run, bundle, fitted.name, allow_missing)
@@ -165,6 +167,7 @@ def _estimate_group(
                 in_run=run.in_run,
                 samples=str(run.path),
                 person_fit=fits[k],
+                placement=placements[k],
             )
         )
     return out

@@ -9,6 +9,9 @@ Every estimate carries its person fit (:mod:`..personfit`) when the bundle has a
 ``person_fit`` block: JSON gets a ``person_fit`` object, the table marks a flagged estimate
 with :data:`~lmeval_microbench.reconstruct.FIT_MARK`, and an estimate whose answers cannot
 be told from guessing has its interval widened to include the bundle's chance-level score.
+Where the bundle's guard places a model above or below every source model
+(:mod:`..outside.placement`), JSON gets a ``placement`` object and the table marks the side
+(``↑``, ``↓``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .._types import Estimate, ItemId, MaybeEstimated, ModelId
 from ..benchmarks import SUITES, column_order, shipped
 from ..bundle import Bundle
 from ..errors import InputError
+from ..outside.placement import legend, side_mark
 from ..pairs import write_pair
 from ..reconstruct import FIT_MARK
 
@@ -60,6 +64,9 @@ class BenchmarkEstimate(MaybeEstimated):
     samples: str = ""
     person_fit: Mapping[str, Any] | None = None
     """:func:`..personfit.fit_record` of the scored items (None: not computed)."""
+    placement: Mapping[str, Any] | None = None
+    """Where the bundle's guard places the model against the source models
+    (:func:`..outside.placement_records`; None: no guard, an item unscored, an adaptive run)."""
 
     @property
     def flagged(self) -> bool:
@@ -88,6 +95,7 @@ class BenchmarkEstimate(MaybeEstimated):
             "in_run_estimate": None if self.in_run is None else dict(self.in_run),
             "samples": self.samples,
             "person_fit": None if self.person_fit is None else dict(self.person_fit),
+            "placement": None if self.placement is None else dict(self.placement),
         }
 
 
@@ -322,6 +330,8 @@ class Reconstruction:
                 f" {JOINT_COLUMN} = the joint estimator's average, learned from all subset "
                 "answers together, with its own conformal interval."
             )
+        if any(side_mark(e.placement) for e in self.estimates):
+            text += " " + legend()
         if any(e.flagged for e in self.estimates):
             text += (
                 f" {FIT_MARK} the answers do not fit the bundle's IRT model (person fit; see "
@@ -332,8 +342,10 @@ class Reconstruction:
 
 
 def _marked_cell(found: BenchmarkEstimate) -> str:
+    """The estimate with its marks: person fit and the side beyond the sources."""
+    marks = (FIT_MARK if found.flagged else "") + side_mark(found.placement)
     cell = _cell(found.value, found.lower, found.upper)
-    return f"{cell} {FIT_MARK}" if found.flagged else cell
+    return f"{cell} {marks}" if marks else cell
 
 
 def _cell(value: float, lower: float, upper: float) -> str:
