@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from bench_peers import build_recipe
 from bench_similar import peer_means
-from cell_scoring import audit_size, interval_metrics, measured_or_saved, points
+from cell_scoring import audit_size, interval_metrics, measured_rows, points
 from peer_cells import DATA, V2, Cell, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -271,13 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="re-render --out/audit_split.md from its JSON"
     )
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    info, rows = measured_or_saved(
-        args.report_only,
-        args.out / "audit_split.json",
-        "python tools/bench_audit_split.py " + " ".join(args.argv),
-        lambda: measure(args),
-    )
+    saved = args.out / "audit_split.json"
+    info, rows = measured_rows(args, argv, "bench_audit_split", saved, measure)
     peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
     entries = cases(rows, peers)
     groups = summary(entries)

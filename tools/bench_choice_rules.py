@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 from bench_peers import POPULATION_BUDGET, POPULATIONS, build_recipe
-from cell_scoring import measured_or_saved
+from cell_scoring import measured_rows
 from peer_cells import DATA, V1, V2, Cell, load_matrix, split_cell
 from scipy.stats import norm
 from tqdm.auto import tqdm
@@ -438,13 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         help="re-render --out/STEM.md from its JSON (new rules, a new bench/peers.json)",
     )
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    info, cells = measured_or_saved(
-        args.report_only,
-        args.out / f"{args.stem}.json",
-        "python tools/bench_choice_rules.py " + " ".join(args.argv),
-        lambda: measure(args),
-    )
+    saved = args.out / f"{args.stem}.json"
+    info, cells = measured_rows(args, argv, "bench_choice_rules", saved, measure)
     report = {
         "info": info,
         "summary": summary(cells),

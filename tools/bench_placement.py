@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from bench_peers import MATRICES, build_recipe
-from cell_scoring import interval_metrics, measured_or_saved
+from cell_scoring import interval_metrics, measured_rows
 from peer_cells import DATA, PSN, V1, V2, Cell, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -272,14 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="re-render --out/placement.md from its JSON"
     )
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
     args.matrices = args.matrices.split(",")
-    info, rows = measured_or_saved(
-        args.report_only,
-        args.out / "placement.json",
-        "python tools/bench_placement.py " + " ".join(args.argv),
-        lambda: measure(args),
-    )
+    info, rows = measured_rows(args, argv, "bench_placement", args.out / "placement.json", measure)
     found = summaries(rows)
     check = reproduction(rows, args.peers)
     payload = {"info": info, "reproduction": check, **found, "cells": rows}

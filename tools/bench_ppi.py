@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cell_scoring import interval_metrics, measured_or_saved
+from cell_scoring import interval_metrics, measured_rows
 from peer_cells import DATA, Cell, split_cell
 from scipy.special import expit
 from scipy.stats import norm
@@ -256,13 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument("--report-only", action="store_true", help="re-render from the JSON")
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    info, rows = measured_or_saved(
-        args.report_only,
-        args.out / "ppi.json",
-        "python tools/bench_ppi.py " + " ".join(args.argv),
-        lambda: measure(args),
-    )
+    info, rows = measured_rows(args, argv, "bench_ppi", args.out / "ppi.json", measure)
     groups = grouped(rows)
     write_json_atomic(args.out / "ppi.json", {"info": info, "groups": groups, "cells": rows})
     write_text_if_changed(args.out / "ppi.md", markdown(info, rows, groups))

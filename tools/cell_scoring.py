@@ -4,13 +4,15 @@ how a report writes a number of points that may be missing, a report's rows grou
 and a report's rows measured afresh or read back from its JSON (``--report-only``).
 
 Shared by ``bench_peers`` (``ours_audit``), ``bench_similar``, ``bench_audit_split``,
-``bench_guard_cost``, ``bench_small_sources``, ``bench_choice_rules``, ``bench_ppi`` and
-``v1_extrapolation``.
+``bench_guard_cost``, ``bench_small_sources``, ``bench_choice_rules``, ``bench_ppi``,
+``bench_placement`` and ``v1_extrapolation``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +54,25 @@ def rows_by_case(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]
     for row in rows:
         grouped[tuple(row["case"])].append(row)
     return grouped
+
+
+def measured_rows(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    tool: str,
+    saved: Path,
+    measure: Callable[[argparse.Namespace], tuple[dict[str, Any], list[dict[str, Any]]]],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`measured_or_saved` for a tool's parsed ``args`` (``--report-only``): keeps the
+    command line in ``args.argv`` (the report names the command that made it) and reads back
+    ``saved``."""
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return measured_or_saved(
+        args.report_only,
+        saved,
+        f"python tools/{tool}.py " + " ".join(args.argv),
+        lambda: measure(args),
+    )
 
 
 def measured_or_saved(
