@@ -150,3 +150,27 @@ def test_reconstruction_table_marks_the_side():
     assert found("a", above).to_dict()["placement"] == above
     quiet = Reconstruction([found("b", None)], []).to_markdown()
     assert legend() not in quiet
+
+
+def test_a_blend_is_placed_by_its_guard():
+    """The 10-source fallback reads ``blend`` (guarded and similar): its guarded member says
+    where a model lies, the same as guarded fitted alone on the same items."""
+    matrix, _ = simulate_responses(random_item_params(60, seed=5), 10, seed=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_bundle(
+            matrix,
+            matrix.mean_scores(),
+            name="fallback",
+            benchmark="toy",
+            method="random",
+            budget=20,
+            seed=0,
+            estimators=["blend", "guarded"],
+            default_estimator="blend",
+        )
+    answers = np.vstack([np.ones(20), np.zeros(20), matrix.select_items(bundle.item_ids).values])
+    blend = placement_records(bundle_estimator(bundle), answers)
+    alone = placement_records(bundle_estimator(bundle, "guarded"), answers)
+    assert [r["side"] for r in blend[:2]] == ["above", "below"]
+    assert blend == alone
