@@ -4,29 +4,37 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from tools_support import tools_module
 
 
 def row(protocol: str, side: list[str], above: list[bool], below: list[bool]) -> dict:
+    """A cell as the tool records it: its models counted (errors 1, 2, ...; the last missed)."""
     n = len(side)
+    counted = tools_module("bench_placement").counts(
+        np.array(side, dtype=object), np.array(above), np.array(below),
+        np.arange(1.0, n + 1), np.array([True] * (n - 1) + [False]),
+    )  # fmt: skip
     return {"key": f"musr/all/{protocol}/50/0", "case": ["musr", protocol, 50],
-            "recipe": "balanced+guarded", "side": side, "above": above, "below": below,
-            "error": [1.0 + k for k in range(n)], "covered": [True] * (n - 1) + [False],
-            "mae": 2.0, "coverage": 0.9, "seconds": 1.0}  # fmt: skip
+            "recipe": "balanced+guarded", **counted, "mae": 2.0, "coverage": 0.9,
+            "seconds": 1.0}  # fmt: skip
 
 
 def test_tally_counts_named_models_against_their_truth():
-    """Two of three models beyond are named (one on the wrong side counts as wrong, not as a
-    hit), one inside model is named; errors split between named and unnamed."""
+    """Two of three models beyond are named in the first cell (one on the wrong side counts
+    as wrong, not as a hit), one inside model is named; the second cell's one model below is
+    named right. Errors split between named and unnamed, pooled over the cells."""
     tool = tools_module("bench_placement")
     beyond = row("extrapolation", ["above", "below", "", "above"], [True, True, True, False],
                  [False] * 4)  # fmt: skip
-    found = tool.tally([beyond])
-    assert found["beyond"] == 3 and found["named"] == 3 and found["named_right"] == 1
+    found = tool.tally([beyond, row("random", ["below"], [False], [True])])
+    assert found["cells"] == 2 and found["models"] == 5
+    assert found["beyond"] == 4 and found["named"] == 4 and found["named_right"] == 2
     assert found["named_wrong"] == 2 and found["inside"] == 1 and found["named_of_inside"] == 1
-    assert found["named_errors"]["mae"] == pytest.approx((1 + 2 + 4) / 3)
-    assert found["named_errors"]["coverage"] == pytest.approx(2 / 3)
+    # pooled over the cells: errors 1, 2, 4 (the fourth missed) and 1 (missed)
+    assert found["named_errors"]["mae"] == pytest.approx((1 + 2 + 4 + 1) / 4)
+    assert found["named_errors"]["coverage"] == pytest.approx(2 / 4)
     assert found["unnamed_errors"] == {"mae": 3.0, "coverage": 1.0}
 
 
@@ -63,5 +71,5 @@ def test_a_rebuilt_cell_reproduces_the_peer_suite(shared_data):
     found = tool.measure_cell((shared_data, cell, ours))
     assert found["mae"] == pytest.approx(ours["mae"], abs=0.01)
     assert found["coverage"] == pytest.approx(ours["coverage"], abs=0.02)
-    assert all(found["above"]) and "below" not in found["side"]
-    assert found["side"].count("above") > len(found["side"]) / 2
+    assert found["beyond"] == found["models"] and found["named_wrong"] == 0
+    assert found["named_right"] > found["models"] / 2

@@ -59,7 +59,7 @@ def peer_cells(peers: Path, matrices: list[str]) -> list[tuple[Cell, dict[str, A
 
 
 def measure_cell(task: tuple[Path, Cell, dict[str, Any]]) -> dict[str, Any]:
-    """One cell rebuilt with ``ours``'s recipe: each held-out model's side and its errors."""
+    """One cell rebuilt with ``ours``'s recipe: its held-out models counted by side and truth."""
     data, cell, ours = task
     started = time.perf_counter()
     source, target, source_truth, truth = split_cell(cell, data)
@@ -73,18 +73,48 @@ def measure_cell(task: tuple[Path, Cell, dict[str, Any]]) -> dict[str, Any]:
         answers = target.select_items(bundle.item_ids)
         value, lower, upper = estimator.estimate_matrix(answers)
         records = placement_records(estimator, answers.values)
-    sides = [r["side"] if r else "" for r in records]
+    sides = np.array([r["side"] if r else "" for r in records], dtype=object)
     return {
         "key": cell.key,
         "case": [cell.matrix, cell.protocol, cell.budget],
         "recipe": ours["recipe"],
-        "side": sides,
-        "above": (truth > source_truth.max()).tolist(),
-        "below": (truth < source_truth.min()).tolist(),
-        "error": (100 * np.abs(value - truth)).tolist(),
-        "covered": ((lower <= truth) & (truth <= upper)).tolist(),
+        **counts(
+            sides,
+            truth > source_truth.max(),
+            truth < source_truth.min(),
+            100 * np.abs(value - truth),
+            (lower <= truth) & (truth <= upper),
+        ),
         **{k: v for k, v in interval_metrics(value, lower, upper, truth).items() if k != "bias"},
         "seconds": time.perf_counter() - started,
+    }
+
+
+COUNTS = ("models", "beyond", "named", "named_right", "named_wrong", "inside", "named_of_inside")
+
+
+def counts(
+    side: np.ndarray, above: np.ndarray, below: np.ndarray, error: np.ndarray, covered: np.ndarray
+) -> dict[str, Any]:
+    """One cell's held-out models counted: beyond the sources or not, named or not, and the
+    summed errors and hits of the named and the unnamed (a report pools them over cells)."""
+    named_up, named_down = side == "above", side == "below"
+    named = named_up | named_down
+    inside = ~above & ~below
+
+    def sums(mask: np.ndarray) -> list[float]:
+        return [int(mask.sum()), float(error[mask].sum()), int(covered[mask].sum())]
+
+    return {
+        "models": int(side.size),
+        "beyond": int((~inside).sum()),
+        "named": int(named.sum()),
+        "named_right": int((named_up & above).sum() + (named_down & below).sum()),
+        "named_wrong": int(((named_up & ~above) | (named_down & ~below)).sum()),
+        "inside": int(inside.sum()),
+        "named_of_inside": int((named & inside).sum()),
+        "named_sums": sums(named),
+        "unnamed_sums": sums(~named),
     }
 
 
@@ -111,32 +141,20 @@ def reproduction(rows: list[dict[str, Any]], peers: Path) -> dict[str, Any]:
 
 
 def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts and errors over the held-out models of ``rows`` (models pooled)."""
-    side = np.concatenate([np.asarray(r["side"], dtype=object) for r in rows])
-    above = np.concatenate([r["above"] for r in rows]).astype(bool)
-    below = np.concatenate([r["below"] for r in rows]).astype(bool)
-    error = np.concatenate([r["error"] for r in rows])
-    covered = np.concatenate([r["covered"] for r in rows]).astype(bool)
-    named_up, named_down = side == "above", side == "below"
-    named = named_up | named_down
-    wrong = (named_up & ~above) | (named_down & ~below)
+    """:func:`counts` pooled over the cells of ``rows``, with the named and the unnamed
+    models' MAE and coverage."""
 
-    def errors(mask: np.ndarray) -> dict[str, float | None]:
-        if not mask.any():
+    def errors(key: str) -> dict[str, float | None]:
+        n, error, covered = np.sum([r[key] for r in rows], axis=0)
+        if not n:
             return {"mae": None, "coverage": None}
-        return {"mae": float(error[mask].mean()), "coverage": float(covered[mask].mean())}
+        return {"mae": float(error / n), "coverage": float(covered / n)}
 
     return {
         "cells": len(rows),
-        "models": int(side.size),
-        "beyond": int((above | below).sum()),
-        "named": int(named.sum()),
-        "named_right": int((named_up & above).sum() + (named_down & below).sum()),
-        "named_wrong": int(wrong.sum()),
-        "inside": int((~above & ~below).sum()),
-        "named_of_inside": int((named & ~above & ~below).sum()),
-        "named_errors": errors(named),
-        "unnamed_errors": errors(~named),
+        **{key: int(sum(r[key] for r in rows)) for key in COUNTS},
+        "named_errors": errors("named_sums"),
+        "unnamed_errors": errors("unnamed_sums"),
     }
 
 
