@@ -48,23 +48,29 @@ def test_placement_by_hand():
 
 
 # ---------------------------------------------------------------------------- a real bundle
-@pytest.fixture(scope="module")
-def bundle():
-    """Guarded (default) and kridge estimators over 300 simulated models, 12 of 40 items."""
-    matrix, _ = simulate_responses(random_item_params(40, seed=3), 300, seed=4)
+def built(matrix: ResponseMatrix, name: str, budget: int, estimators: list[str]):
+    """A bundle of ``budget`` random items of ``matrix`` (a whole benchmark), the first of
+    ``estimators`` its default."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return build_bundle(
             matrix,
             matrix.mean_scores(),
-            name="placed",
+            name=name,
             benchmark="toy",
             method="random",
-            budget=12,
+            budget=budget,
             seed=0,
-            estimators=["guarded", "kridge"],
-            default_estimator="guarded",
+            estimators=estimators,
+            default_estimator=estimators[0],
         )
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    """Guarded (default) and kridge estimators over 300 simulated models, 12 of 40 items."""
+    matrix, _ = simulate_responses(random_item_params(40, seed=3), 300, seed=4)
+    return built(matrix, "placed", 12, ["guarded", "kridge"])
 
 
 @pytest.fixture(scope="module")
@@ -156,19 +162,7 @@ def test_a_blend_is_placed_by_its_guard():
     """The 10-source fallback reads ``blend`` (guarded and similar): its guarded member says
     where a model lies, the same as guarded fitted alone on the same items."""
     matrix, _ = simulate_responses(random_item_params(60, seed=5), 10, seed=6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        bundle = build_bundle(
-            matrix,
-            matrix.mean_scores(),
-            name="fallback",
-            benchmark="toy",
-            method="random",
-            budget=20,
-            seed=0,
-            estimators=["blend", "guarded"],
-            default_estimator="blend",
-        )
+    bundle = built(matrix, "fallback", 20, ["blend", "guarded"])
     answers = np.vstack([np.ones(20), np.zeros(20), matrix.select_items(bundle.item_ids).values])
     blend = placement_records(bundle_estimator(bundle), answers)
     alone = placement_records(bundle_estimator(bundle, "guarded"), answers)

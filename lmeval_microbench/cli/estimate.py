@@ -293,12 +293,12 @@ def _finite(value: float | None) -> float | None:
 
 # ---------------------------------------------------------------------------- output
 def _table(title: str, records: list[dict[str, Any]]) -> str:
-    from ..outside.placement import legend
+    from ..outside.placement import legend, side_of
 
     text = f"{title}\n" + table_text([_with_marks(record) for record in records], COLUMNS)
     if any(_flagged(record) for record in records):
         text += f"\n{_legend()}\n"
-    if any(_beyond(record) for record in records):
+    if any(side_of(record.get("placement")) for record in records):
         text += f"\n{legend('beyond:')}\n"
     return text
 
@@ -320,16 +320,12 @@ def _flagged(record: dict[str, Any]) -> bool:
     return bool(record["person_fit"].get("flagged"))
 
 
-def _beyond(record: dict[str, Any]) -> str:
-    """``above``, ``below`` or ``""``: where the guard placed the model (:mod:`..outside`)."""
-    placement = record.get("placement")
-    return placement["side"] if placement else ""
-
-
 def _with_marks(record: dict[str, Any]) -> dict[str, Any]:
+    from ..outside.placement import side_of
     from ..reconstruct import FIT_MARK
 
-    return {**record, "fit": FIT_MARK if _flagged(record) else "", "beyond": _beyond(record)}
+    beyond = side_of(record.get("placement"))
+    return {**record, "fit": FIT_MARK if _flagged(record) else "", "beyond": beyond}
 
 
 def _legend() -> str:

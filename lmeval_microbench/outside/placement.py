@@ -98,9 +98,15 @@ def placement_note(model: str | None, bundle_name: str, record: Mapping[str, Any
     )
 
 
+def side_of(record: Mapping[str, Any] | None) -> str:
+    """``above``, ``below`` or ``""`` of a placement record (:meth:`Placement.records`; None:
+    nothing said)."""
+    return "" if record is None else record["side"]
+
+
 def side_mark(record: Mapping[str, Any] | None) -> str:
-    """The table mark of a placement record (:meth:`Placement.records`; None: no mark)."""
-    return "" if record is None else MARKS.get(record["side"], "")
+    """The table mark of a placement record (None: no mark)."""
+    return MARKS.get(side_of(record), "")
 
 
 def placement_of(estimator: Any, values: np.ndarray) -> Placement | None:
