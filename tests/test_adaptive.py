@@ -228,6 +228,7 @@ def test_reconstruct_gives_an_adaptive_run_the_pools_estimate(pool):
         expected.lower,
         expected.upper,
     )
+    assert result.placement == expected.placement and expected.placement is not None
 
 
 def test_a_step_log_of_another_model_or_pool_is_refused_naming_both(tmp_path):

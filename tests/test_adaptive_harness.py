@@ -265,4 +265,8 @@ def test_a_random_weights_model_on_a_shipped_pool_is_checked_and_reaches_chance(
     assert fit["checked"] and fit["chance_score"] == pytest.approx(chance, abs=0.01)
     assert found["estimate_lower,none"] <= fit["chance_score"] <= found["estimate_upper,none"]
     assert abs(found["estimate,none"] - fit["chance_score"]) < 0.1
-    assert fit["guessing"] and "person fit" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert fit["guessing"] and "person fit" in printed.err
+    place = payload["adaptive"][task]["placement"]  # the run's ability against the sources
+    assert set(place) == {"side", "p_above", "p_below"} and place["side"] in ("", "below")
+    assert (place["side"] == "below") == ("↓" in printed.out)

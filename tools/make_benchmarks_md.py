@@ -21,6 +21,7 @@ SECTIONS = [
     ("peers_reach_below.md", "tools/peers_compare.py"),
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("placement.md", "tools/bench_placement.py"),
+    ("adaptive_placement.md", "tools/bench_adaptive_placement.py"),
     ("peers_ifeval_rerun.md", "tools/peers_compare.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_cost_before_own_reach.md", "tools/bench_guard_cost.py"),

@@ -17,6 +17,7 @@ from scipy.stats import norm
 from .._conformal import ConformalBand, conformal_quantile, fit_band
 from ..errors import InputError
 from ..outside.guard import W_MIN
+from ..outside.placement import Placement
 
 LEVELS = (0.8, 0.9, 0.95)
 """Interval levels a pool stores quantiles for."""
@@ -185,6 +186,26 @@ def beyond_edge(theta: np.ndarray, se: np.ndarray, edge: float, side: str) -> np
     beyond ``edge`` on ``side``."""
     z = (edge - np.asarray(theta, dtype=np.float64)) / np.maximum(se, 1e-9)
     return norm.cdf(z) if side == BELOW else norm.sf(z)
+
+
+def run_placement(
+    sides: Sequence[SideBands], ability: tuple[np.ndarray, np.ndarray]
+) -> Placement | None:
+    """Where runs' ability posteriors (mean, sd) place them against the source models: the
+    probability that the ability lies above the sides' upper ``ability_edge`` and under the
+    lower one (None: a pool without both edges, saved before them).
+
+    The static guard places a model by a reading of its score against the sources' scores
+    (:mod:`..outside.placement`); an adaptive run has no fixed subset to read, and its
+    ability posterior is what the pool's side bands already act on. The edges are the
+    abilities of the strongest and the weakest :data:`.pool.EDGE_SHARE` of the sources, so a
+    run named ``above`` lies above all but that share of them, more likely than not
+    (``tools/bench_adaptive_placement.py`` measures how often such a run is beyond them all).
+    """
+    edges = {side.side: side for side in sides if side.ability_edge is not None}
+    if set(edges) != {ABOVE, BELOW}:
+        return None
+    return Placement(edges[ABOVE].beyond(*ability), edges[BELOW].beyond(*ability))
 
 
 def _check_side(side: str) -> None:

@@ -30,7 +30,7 @@ from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ..truth import is_matrix_mean
-from .bands import ABOVE, BELOW, SIDE_EDGES, TopBand
+from .bands import ABOVE, BELOW, SIDE_EDGES, TopBand, run_placement
 from .beyond import choose_toward, fold_params
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
@@ -506,6 +506,10 @@ class PoolEstimate:
     pool without a ``person_fit`` block)."""
     note: str = ""
     """Why the estimate was moved or its interval widened ("" when the answers fit)."""
+    placement: dict[str, Any] | None = None
+    """Where the run's ability places it against the source models
+    (:func:`.bands.run_placement`, one :meth:`..outside.Placement.records` object; None: a pool
+    saved without ability edges)."""
 
     @property
     def flagged(self) -> bool:
@@ -533,7 +537,14 @@ def estimate_pool(pool: Pool, scores: Mapping[ItemId, float], level: float = 0.9
         len(scores),
         fit_record(fit, pool.bundle.person_fit, note, checked is not raw),
         note,
+        _placement(pool, theta, se),
     )
+
+
+def _placement(pool: Pool, theta: float, se: float) -> dict[str, Any] | None:
+    """The placement record of one run's ability posterior (None: no ability edges)."""
+    found = run_placement(pool.state.score_map.sides, (np.array([theta]), np.array([se])))
+    return None if found is None else found.records()[0]
 
 
 def posterior_estimate(

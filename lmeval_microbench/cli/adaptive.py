@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..outside.placement import legend, side_mark
 from ..reconstruct import FIT_MARK
 from ._options import load_original_task, positive_int, print_table, render_original_task
 
@@ -261,6 +262,7 @@ def _write_results(
             "seconds": result.seconds,
             "unparsed": result.unparsed,
             "person_fit": est.person_fit,
+            "placement": est.placement,
         }
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
     write_json(args.output_path / f"results_{stamp}.json", payload)
@@ -273,7 +275,8 @@ def _print(results: list[Any]) -> None:
         rows.append(
             {
                 "task": result.task,
-                "estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}",
+                "estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}"
+                f"{side_mark(est.placement)}",
                 "90% interval": f"[{100 * est.lower:.1f}, {100 * est.upper:.1f}]",
                 "items": est.n_items,
                 "ability (se)": f"{est.theta:.2f} ({est.se:.2f})",
@@ -282,6 +285,8 @@ def _print(results: list[Any]) -> None:
             }
         )
     print_table(rows, list(rows[0]) if rows else [])
+    if any(side_mark(result.estimate.placement) for result in results):
+        print(legend())
     for result in results:
         if result.estimate.note:
             print(f"{FIT_MARK} {result.task}: person fit: {result.estimate.note}", file=sys.stderr)

@@ -215,7 +215,7 @@ def run_adaptive(args: argparse.Namespace) -> None:
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
     lm = load_smollm2(args.batch_size)
     out = Path(tempfile.mkdtemp(prefix="microbench-adaptive-demo-"))
-    rows, notes = [], []
+    rows, notes, marks = [], [], []
     try:
         for name in names:
             task = load_pool_task(f"microbench_pool_{name}", SHIPPED_POOLS)
@@ -229,10 +229,12 @@ def run_adaptive(args: argparse.Namespace) -> None:
             est = result.estimate
             if est.note:
                 notes.append(f"{FIT_MARK} {name}: person fit: {est.note}")
+            marks.append(side_mark(est.placement))
             rows.append(
                 {
                     "benchmark": name,
-                    "adaptive estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}",
+                    "adaptive estimate": f"{100 * est.value:.1f}{FIT_MARK if est.flagged else ''}"
+                    f"{marks[-1]}",
                     "90% interval": _interval(est.lower, est.upper),
                     "items asked": est.n_items,
                     "time": minutes(result.seconds),
@@ -242,6 +244,8 @@ def run_adaptive(args: argparse.Namespace) -> None:
         shutil.rmtree(out, ignore_errors=True)
     print("\nAdaptive suite (the static suite follows, for comparison):")
     print_table(rows, list(rows[0]))
+    if any(marks):
+        print(legend())
     for note in notes:
         print(note)
 

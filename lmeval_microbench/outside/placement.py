@@ -14,6 +14,10 @@ held-out models (``tools/bench_placement.py``, ``bench/placement.md``): it named
 strongest fifth of the whole benchmarks and of the v1 matrices and 61-94 % of the weakest
 fifth, never on the wrong side, and 2-4 % of the models inside the sources on random splits
 (those at the edge of their range).
+
+An adaptive run has no fixed subset for the guard to read; it is placed by its ability
+posterior against the pool's ability edges instead (:func:`..adaptive.bands.run_placement`),
+into the same :class:`Placement` and the same marks.
 """
 
 from __future__ import annotations

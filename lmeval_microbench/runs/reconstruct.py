@@ -201,6 +201,7 @@ def _adaptive_estimate(run: TaskScores, bundle: Bundle, level: float) -> Benchma
         in_run=run.in_run,
         samples=str(run.path),
         person_fit=None if result is None else result.person_fit,
+        placement=None if result is None else result.placement,
     )
 
 

@@ -9,9 +9,9 @@ Every estimate carries its person fit (:mod:`..personfit`) when the bundle has a
 ``person_fit`` block: JSON gets a ``person_fit`` object, the table marks a flagged estimate
 with :data:`~lmeval_microbench.reconstruct.FIT_MARK`, and an estimate whose answers cannot
 be told from guessing has its interval widened to include the bundle's chance-level score.
-Where the bundle's guard places a model above or below every source model
-(:mod:`..outside.placement`), JSON gets a ``placement`` object and the table marks the side
-(``↑``, ``↓``).
+Where the bundle's guard (an adaptive run: its ability) places a model above or below every
+source model (:mod:`..outside.placement`), JSON gets a ``placement`` object and the table
+marks the side (``↑``, ``↓``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ class BenchmarkEstimate(MaybeEstimated):
     """:func:`..personfit.fit_record` of the scored items (None: not computed)."""
     placement: Mapping[str, Any] | None = None
     """Where the bundle's guard places the model against the source models
-    (:func:`..outside.placement_records`; None: no guard, an item unscored, an adaptive run)."""
+    (:func:`..outside.placement_records`), or an adaptive run's ability
+    (:func:`..adaptive.bands.run_placement`); None: no guard, an item unscored, a pool saved
+    without ability edges."""
 
     @property
     def flagged(self) -> bool:
