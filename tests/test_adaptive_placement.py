@@ -77,18 +77,25 @@ def test_a_pool_saved_before_ability_edges_gives_no_placement(mmlu_pool):
 def test_the_adaptive_table_marks_the_side_and_prints_the_legend(capsys):
     from lmeval_microbench.cli.adaptive import _print
 
-    def result(task: str, side: str) -> SimpleNamespace:
+    def result(task: str, side: str, answers: tuple[float, ...] = ()) -> SimpleNamespace:
         record = {"side": side, "p_above": 0.9 if side == "above" else 0.0, "p_below": 0.0}
         estimate = SimpleNamespace(
             value=0.8, lower=0.7, upper=0.9, n_items=25, theta=2.5, se=0.4, flagged=False,
             note="", placement=record,
         )  # fmt: skip
         return SimpleNamespace(
-            task=task, estimate=estimate, stop_reason="max_items", seconds=1.0, unparsed=[]
-        )
+            task=task, estimate=estimate, stop_reason="max_items", seconds=1.0, unparsed=[],
+            answers=[SimpleNamespace(score=a) for a in answers],
+        )  # fmt: skip
 
     _print([result("microbench_pool_mmlu", "above"), result("microbench_pool_arc", "")])
     out = capsys.readouterr().out
     assert "80.0↑" in out and out.count("↑") == 2  # the mark and the legend's
     _print([result("microbench_pool_arc", "")])
     assert "↑" not in capsys.readouterr().out
+    # every asked item right: told on stderr that the interval is open above; one wrong: not
+    _print([result("microbench_pool_arc", "", (1.0, 1.0)), result("microbench_pool_mmlu", "",
+            (1.0, 0.0))])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "microbench_pool_arc: the evaluated model answered every item" in err
+    assert "microbench_pool_mmlu" not in err

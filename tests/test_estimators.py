@@ -364,3 +364,32 @@ def test_checked_score_names_the_item_and_its_owner(score, match):
     assert checked_score("a.1", "0.25") == 0.25
     with pytest.raises(InputError, match=match):
         checked_score("a.1", score, owner="joint")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_item_right_opens_the_upper_end_and_nothing_else(name: str, fits: dict) -> None:
+    """A model with every subset item right: the estimate and lower end as the estimator reads
+    them, the upper end 1 (nothing in its answers bounds it above). One wrong answer: the
+    interval as the estimator gives it."""
+    estimator = fits[name]
+    rows = np.ones((2, BUDGET))
+    rows[1, 0] = 0.0
+    raw = estimator.predict_rows(rows, 0.9)
+    value, lower, upper = estimator.estimate_matrix(
+        ResponseMatrix(rows, ["all-right", "one-wrong"], list(estimator.item_ids_))
+    )
+    np.testing.assert_allclose(value, raw[0])
+    np.testing.assert_allclose(lower, raw[1])
+    assert upper[0] == 1.0 and upper[1] == pytest.approx(raw[2][1])
+    single = estimator.estimate(dict.fromkeys(estimator.item_ids_, 1.0))
+    assert single.upper == 1.0 and single.value == pytest.approx(raw[0][0])
+
+
+def test_with_an_item_imputed_the_scored_answers_decide_the_open_end(fits: dict) -> None:
+    """``allow_missing``: an unscored item is imputed; every scored answer right still opens
+    the upper end, and the imputed value does not count as an answer."""
+    estimator = fits["irt"]
+    scores = dict.fromkeys(estimator.item_ids_[1:], 1.0)
+    assert estimator.estimate(scores, allow_missing=True).upper == 1.0
+    scores[estimator.item_ids_[1]] = 0.0
+    assert estimator.estimate(scores, allow_missing=True).upper < 1.0

@@ -410,3 +410,26 @@ def test_malformed_states_are_input_errors(fitted):
     for message, state in bad.items():
         with pytest.raises(InputError, match=message):
             JointEstimator.from_state(seal_json(state))
+
+
+def test_every_item_of_a_benchmark_right_opens_it_and_raises_the_average(correlated, fitted):
+    """A model with every subset item of the first benchmark right: that benchmark's upper end
+    is 1, the average's rises by what that benchmark could add (its gap to 1, over B); the
+    other benchmarks' upper ends are their bands' as before."""
+    model = correlated["heldout_ids"][3]
+    scores = {}
+    for b in BENCHMARKS:
+        scores.update(correlated["heldout"][b].row(model))
+    first = BENCHMARKS[0]
+    scores.update(dict.fromkeys(fitted.subsets_[first].item_ids, 1.0))
+    right = fitted.estimate(scores)
+
+    def band_upper(out: str) -> float:
+        value = np.array([right[out].value])
+        return float(np.clip(value + fitted.bands_[out].half_width(value, 0.9), 0.0, 1.0)[0])
+
+    assert right[first].upper == 1.0 and band_upper(first) < 1.0
+    for b in BENCHMARKS[1:]:
+        assert right[b].upper == pytest.approx(band_upper(b))
+    raised = band_upper(AVERAGE) + (1.0 - band_upper(first)) / len(BENCHMARKS)
+    assert right[AVERAGE].upper == pytest.approx(min(raised, 1.0))

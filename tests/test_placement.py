@@ -129,6 +129,17 @@ def test_lm_eval_run_logs_a_model_beyond_the_sources(bundle, caplog):
         "model 'my/strong'" in r.message and "above every source model" in r.message
         for r in caplog.records
     )
+    # every item right: the interval is open above, and the log says why
+    assert result.estimate.upper == 1.0
+    opened = f"answered every item of bundle {bundle.name!r} right"
+    assert any(opened in r.message for r in caplog.records)
+    caplog.clear()
+    slipped = [(*emitted[0][:3], 0.0), *emitted[1:]]
+    with caplog.at_level(logging.WARNING, logger="lmeval_microbench.harness"):
+        result = estimate_run(slipped)
+    # one wrong answer: no such note (the guard's own reach may still open the interval)
+    assert result.n_scored == len(emitted)
+    assert not any(opened in r.message for r in caplog.records)
     clear_registry()
 
 

@@ -40,12 +40,13 @@ from worker_pool import worker_pool
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.auto import choose_recipe
 from lmeval_microbench.build import build_bundle
-from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.estimators import ScoreEstimator, estimator_from_state
 from lmeval_microbench.reliability.splits import (
     extrapolation_splits,
     random_splits,
     weakest_splits,
 )
+from lmeval_microbench.responses import ResponseMatrix
 from lmeval_microbench.truth import complete_models
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,9 +65,34 @@ def split_of(matrix: str, protocol: str, seed: int, data: Path) -> Any:
 def measure(task: tuple[Path, str, str, int, int, str | None]) -> dict[str, Any]:
     """One build on one split, its held-out models estimated: the default one, or with
     ``recipe`` (``method+estimator``) the one ``build --method M --estimator E`` makes."""
+    _, matrix, protocol, budget, seed, _ = task
+    started = time.perf_counter()
+    split, estimator, answers, recipe = built(task)
+    value, lower, upper = estimator.estimate_matrix(answers)
+    truth = split.target_truth
+    return {
+        "matrix": matrix,
+        "protocol": protocol,
+        "budget": budget,
+        "seed": seed,
+        "n_sources": split.source.n_models,
+        "n_targets": split.target.n_models,
+        "recipe": recipe,
+        "mae": 100 * float(np.mean(np.abs(value - truth))),
+        "bias": 100 * float(np.mean(value - truth)),
+        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
+        "width": 100 * float(np.mean(upper - lower)),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def built(
+    task: tuple[Path, str, str, int, int, str | None],
+) -> tuple[Any, ScoreEstimator, ResponseMatrix, str]:
+    """The split of ``task``, the estimator its build gives (:func:`measure`), the held-out
+    models' subset answers and the recipe ``method+estimator``."""
     data, matrix, protocol, budget, seed, recipe = task
     split = split_of(matrix, protocol, seed, data)
-    started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if recipe is None:
@@ -89,22 +115,8 @@ def measure(task: tuple[Path, str, str, int, int, str | None]) -> dict[str, Any]
             choice=record,
         )
         estimator = estimator_from_state(bundle.estimator_state())
-        value, lower, upper = estimator.estimate_matrix(split.target.select_items(bundle.item_ids))
-    truth = split.target_truth
-    return {
-        "matrix": matrix,
-        "protocol": protocol,
-        "budget": budget,
-        "seed": seed,
-        "n_sources": split.source.n_models,
-        "n_targets": split.target.n_models,
-        "recipe": f"{method}+{estimator_name}",
-        "mae": 100 * float(np.mean(np.abs(value - truth))),
-        "bias": 100 * float(np.mean(value - truth)),
-        "coverage": float(np.mean((lower <= truth) & (truth <= upper))),
-        "width": 100 * float(np.mean(upper - lower)),
-        "seconds": time.perf_counter() - started,
-    }
+    answers = split.target.select_items(bundle.item_ids)
+    return split, estimator, answers, f"{method}+{estimator_name}"
 
 
 def cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

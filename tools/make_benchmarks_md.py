@@ -22,6 +22,7 @@ SECTIONS = [
     ("coverage_floor.md", "tools/coverage_floor.py"),
     ("placement.md", "tools/bench_placement.py"),
     ("adaptive_placement.md", "tools/bench_adaptive_placement.py"),
+    ("ceiling.md", "tools/bench_ceiling.py"),
     ("peers_ifeval_rerun.md", "tools/peers_compare.py"),
     ("guard_cost.md", "tools/bench_guard_cost.py"),
     ("guard_cost_before_own_reach.md", "tools/bench_guard_cost.py"),

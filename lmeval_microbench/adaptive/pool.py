@@ -24,6 +24,7 @@ from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
 from ..irt import estimate_abilities
 from ..irt.params import ItemParams
+from ..outside.ceiling import open_above
 from ..outside.folds import DOWN, UP, directed_folds
 from ..outside.guard import REACH_Z
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
@@ -569,5 +570,6 @@ def posterior_estimate(
     theta, se = session.mean_se()
     value, low, high = score_map.predict_run(session.expected_scores(), asked, answers, (theta, se))
     lower, upper = score_map.interval(value, len(values), level, (low, high), (theta, se))
+    upper = open_above(values[None, :], upper)  # every asked item right: no bound above
     raw = Estimate(float(value[0]), float(lower[0]), float(upper[0]), level)
     return raw, float(theta[0]), float(se[0])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..outside.ceiling import FULL_CREDIT, ceiling_note
 from ..outside.placement import legend, side_mark
 from ..reconstruct import FIT_MARK
 from ._options import load_original_task, positive_int, print_table, render_original_task
@@ -290,6 +291,9 @@ def _print(results: list[Any]) -> None:
     for result in results:
         if result.estimate.note:
             print(f"{FIT_MARK} {result.task}: person fit: {result.estimate.note}", file=sys.stderr)
+        if result.answers and all(a.score >= FULL_CREDIT for a in result.answers):
+            items = f"every item {result.task} asked"
+            print(f"{result.task}: {ceiling_note(None, items)}", file=sys.stderr)
         if result.stop_reason == "pool_exhausted":
             print(f"{result.task}: the pool ran out before the target se was reached")
         if result.unparsed:

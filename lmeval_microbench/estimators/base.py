@@ -58,7 +58,7 @@ from .missing import (
     fit_inflation,
     inflation_draws,
     inflation_state,
-    predict_with_imputation,
+    predict_partial_rows,
 )
 
 if TYPE_CHECKING:  # typing.Self needs Python 3.11; annotations are strings here
@@ -440,11 +440,9 @@ class ScoreEstimator(ABC):
     def _predict_partial(
         self, values: np.ndarray, level: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`_predict`, with rows that lack scores imputed (see :mod:`.missing`)."""
-        params = self._imputation_params()
-        if params is None or not np.isnan(values).any():
-            return self.predict_rows(values, level)
-        return predict_with_imputation(self, params, values, level)
+        """:meth:`_predict`, rows that lack scores imputed, rows with every answer right open
+        above (:func:`.missing.predict_partial_rows`)."""
+        return predict_partial_rows(self, self._imputation_params(), values, level)
 
     def estimate(
         self, scores: Mapping[ItemId, float], *, level: float = 0.9, allow_missing: bool = False

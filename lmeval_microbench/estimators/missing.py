@@ -34,6 +34,7 @@ from .._types import ItemId
 from ..errors import InputError
 from ..irt import posterior_draws
 from ..irt.params import ItemParams
+from ..outside.ceiling import open_above
 
 
 class Imputable(Protocol):
@@ -106,6 +107,19 @@ def _imputed_draws(
     """The estimator's ``(value, lower, upper, se)`` on each draw: arrays (m, n_draws)."""
     stacked = completed_rows(params, tuple(estimator.item_ids_), values, n_draws)
     return _per_row(estimator, stacked, values.shape[0], level)
+
+
+def predict_partial_rows(
+    estimator: Imputable, params: ItemParams | None, values: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What an estimator prints for rows of subset answers: rows that lack scores imputed
+    where ``params`` allow it (:func:`predict_with_imputation`), and the upper end opened to
+    1 for rows with every scored answer right (:mod:`..outside.ceiling`)."""
+    if params is None or not np.isnan(values).any():
+        value, lower, upper, se = estimator.predict_rows(values, level)
+    else:
+        value, lower, upper, se = predict_with_imputation(estimator, params, values, level)
+    return value, lower, open_above(values, upper), se
 
 
 def predict_with_imputation(

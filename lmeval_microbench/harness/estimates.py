@@ -39,6 +39,7 @@ from ..errors import BundleError, InputError, ItemMismatchError, one_line, own_w
 from ..estimators import ESTIMATORS
 from ..estimators._fitting import checked_score
 from ..estimators.base import ScoreEstimator
+from ..outside.ceiling import ceiling_note, saturated
 from ..outside.placement import placement_note, placement_records
 from ..personfit import PersonFit, check_estimate, fit_warning
 from ..reconstruct import bundle_estimator
@@ -274,12 +275,16 @@ def _compute(entry: _Entry, scores: dict[ItemId, float]) -> RunEstimate:
 def _placement(
     entry: _Entry, fitted: ScoreEstimator, scores: dict[ItemId, float]
 ) -> Mapping[str, Any] | None:
-    """Where the guard places the run's model, logged when beyond the sources."""
+    """Where the guard places the run's model, logged when beyond the sources; a model with
+    every item right is told that its interval is open above (:mod:`..outside.ceiling`)."""
     row = np.array([[scores[item] for item in fitted.item_ids_]], dtype=np.float64)
     record = placement_records(fitted, row)[0]
     note = "" if record is None else placement_note(entry.options.model, entry.bundle.name, record)
     if note:
         logger.warning("%s", note)
+    if saturated(row)[0]:
+        items = f"every item of bundle {entry.bundle.name!r}"
+        logger.warning("%s", ceiling_note(entry.options.model, items))
     return record
 
 

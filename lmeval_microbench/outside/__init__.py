@@ -17,7 +17,9 @@ This package holds the pieces of the ``guarded`` estimator
 ``folds``     inner extrapolation splits of the source models: which reading to trust and how
               wide its interval must be, measured where the sources themselves extrapolate;
 ``placement`` the same location told to the user: whether a model's answers place it above or
-              below every source model, beside its estimate.
+              below every source model, beside its estimate;
+``ceiling``   the open upper end of a model that answers every item right: nothing in its
+              answers bounds it above.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from ..._types import Estimate, ItemId
 from ...errors import InputError, ItemMismatchError, MicrobenchError
 from ...irt import IRTModel, estimate_abilities, fit_source_irt
 from ...irt.params import ItemParams
+from ...outside.ceiling import saturated
 from ...responses import ResponseMatrix
 from ...subset import Subset
 from .. import ESTIMATORS, ScoreEstimator, estimator_from_state, make_estimator
@@ -317,6 +318,21 @@ class JointEstimator:
             value = prediction[:, k]
             half = self.bands_[out].half_width(value, level)
             result[out] = (value, np.clip(value - half, 0.0, 1.0), np.clip(value + half, 0.0, 1.0))
+        return self._opened_above(joint, result)
+
+    def _opened_above(
+        self, joint: ResponseMatrix, result: dict[str, tuple[np.ndarray, ...]]
+    ) -> dict[str, tuple[np.ndarray, ...]]:
+        """Rows with every item of a benchmark's subset right: that benchmark's upper end at
+        1 (:mod:`...outside.ceiling`), and the average's raised by what that adds to it."""
+        raise_average = np.zeros(joint.n_models)
+        for b in self.benchmarks_:
+            full = saturated(joint.select_items(list(self.subsets_[b].item_ids)).values)
+            value, lower, upper = result[b]
+            raise_average += np.where(full, 1.0 - upper, 0.0) / len(self.benchmarks_)
+            result[b] = (value, lower, np.where(full, 1.0, upper))
+        value, lower, upper = result[AVERAGE]
+        result[AVERAGE] = (value, lower, np.minimum(upper + raise_average, 1.0))
         return result
 
     def estimate_matrix(
