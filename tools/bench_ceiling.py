@@ -26,18 +26,16 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from bench_adaptive import V2, load_benchmark
-from bench_peers import MATRICES, build_recipe
-from bench_placement import GROUPS, PROTOCOLS, peer_cells
+from bench_placement import GROUPS, PROTOCOLS, cell_options, rebuilt, run_cells
 from bench_v1_default import built
 from cell_scoring import interval_metrics, measured_rows
-from peer_cells import DATA, Cell, split_cell
+from peer_cells import Cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -134,18 +132,10 @@ def measure_build(task: tuple[Path, str, str, int, int, None]) -> dict[str, Any]
 def measure_cell(task: tuple[Path, Cell, dict[str, Any]]) -> dict[str, Any]:
     """One peer-suite cell rebuilt with ``ours``'s recipe: coverage and width of its held-out
     models with the upper end as the estimator gives it and as printed (opened above)."""
-    data, cell, ours = task
-    source, target, source_truth, truth = split_cell(cell, data)
-    method, estimator_name = ours["recipe"].split("+", 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        bundle = build_recipe(cell, source, source_truth, method, estimator_name)
-        estimator = estimator_from_state(bundle.estimator_state())
-        if ours.get("widen", 1.0) > 1.0:
-            estimator.widen_intervals(ours["widen"])
-        answers = target.select_items(bundle.item_ids)
-        before = estimator.predict_rows(answers.values, 0.9)[:3]
-        now = estimator.estimate_matrix(answers)
+    cell = task[1]
+    estimator, answers, source_truth, truth = rebuilt(task)
+    before = estimator.predict_rows(answers.values, 0.9)[:3]
+    now = estimator.estimate_matrix(answers)
     full = saturated(answers.values)
     return {
         "key": cell.key,
@@ -274,37 +264,22 @@ def markdown(
 
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Both parts measured (the peer-suite cells are the slow one)."""
+    """All three parts measured (the peer-suite cells are the slow one)."""
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     pools = [shipped(args.data, bm) for bm in tqdm(BENCHMARKS, desc="shipped")]
     builds = [(args.data, m, p, 50, 0, None) for m in V1_BUILDS for p in V1_PROTOCOLS]
-    tasks = [(args.data, cell, ours) for cell, ours in peer_cells(args.peers, args.matrices)]
     with worker_pool(args.jobs) as pool:
         v1 = list(tqdm(pool.map(measure_build, builds), total=len(builds), desc="v1 builds"))
-        rows = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
-    info = {
-        "command": "python tools/bench_ceiling.py " + " ".join(args.argv),
-        "minutes": (time.perf_counter() - started) / 60,
-        "load_average": [load_start, os.getloadavg()[0]],
-        "shipped": pools,
-        "v1_builds": v1,
-    }
-    return info, rows
+    info, rows = run_cells(args, measure_cell, "bench_ceiling")
+    info["minutes"] = (time.perf_counter() - started) / 60
+    info["load_average"][0] = load_start
+    return {**info, "shipped": pools, "v1_builds": v1}, rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--matrices", default=",".join(MATRICES))
-    parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=REPO / "bench")
-    parser.add_argument(
-        "--report-only", action="store_true", help="re-render --out/ceiling.md from its JSON"
-    )
-    args = parser.parse_args(argv)
+    args = cell_options(__doc__.splitlines()[0], "ceiling.md").parse_args(argv)
     args.matrices = args.matrices.split(",")
     info, rows = measured_rows(args, argv, "bench_ceiling", args.out / "ceiling.json", measure)
     groups = summaries(rows)

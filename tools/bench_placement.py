@@ -23,6 +23,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,9 @@ from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
-from lmeval_microbench.estimators import estimator_from_state
+from lmeval_microbench.estimators import ScoreEstimator, estimator_from_state
 from lmeval_microbench.outside import placement_records
+from lmeval_microbench.responses import ResponseMatrix
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (25, 50, 100)
@@ -58,21 +60,30 @@ def peer_cells(peers: Path, matrices: list[str]) -> list[tuple[Cell, dict[str, A
     return out
 
 
-def measure_cell(task: tuple[Path, Cell, dict[str, Any]]) -> dict[str, Any]:
-    """One cell rebuilt with ``ours``'s recipe: its held-out models counted by side and truth."""
+def rebuilt(
+    task: tuple[Path, Cell, dict[str, Any]],
+) -> tuple[ScoreEstimator, ResponseMatrix, np.ndarray, np.ndarray]:
+    """A cell's ``ours`` recipe rebuilt on its source models, its interval factor applied: the
+    estimator, the held-out models' subset answers, and the sources' and their true scores."""
     data, cell, ours = task
-    started = time.perf_counter()
     source, target, source_truth, truth = split_cell(cell, data)
     method, estimator_name = ours["recipe"].split("+", 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bundle = build_recipe(cell, source, source_truth, method, estimator_name)
-        estimator = estimator_from_state(bundle.estimator_state())
-        if ours.get("widen", 1.0) > 1.0:
-            estimator.widen_intervals(ours["widen"])
-        answers = target.select_items(bundle.item_ids)
-        value, lower, upper = estimator.estimate_matrix(answers)
-        records = placement_records(estimator, answers.values)
+    estimator = estimator_from_state(bundle.estimator_state())
+    if ours.get("widen", 1.0) > 1.0:
+        estimator.widen_intervals(ours["widen"])
+    return estimator, target.select_items(bundle.item_ids), source_truth, truth
+
+
+def measure_cell(task: tuple[Path, Cell, dict[str, Any]]) -> dict[str, Any]:
+    """One cell rebuilt with ``ours``'s recipe: its held-out models counted by side and truth."""
+    _, cell, ours = task
+    started = time.perf_counter()
+    estimator, answers, source_truth, truth = rebuilt(task)
+    value, lower, upper = estimator.estimate_matrix(answers)
+    records = placement_records(estimator, answers.values)
     sides = np.array([r["side"] if r else "" for r in records], dtype=object)
     return {
         "key": cell.key,
@@ -263,35 +274,52 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Every cell rebuilt and estimated (the slow part), and how the run went."""
+def run_cells(
+    args: argparse.Namespace,
+    measure_one: Callable[[tuple[Path, Cell, dict[str, Any]]], dict[str, Any]],
+    tool: str,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``measure_one`` on every cell of :func:`peer_cells` (``args.jobs`` workers; the slow
+    part), and how the run went."""
     if not args.data.is_dir():
         sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [(args.data, cell, ours) for cell, ours in peer_cells(args.peers, args.matrices)]
     with worker_pool(args.jobs) as pool:
-        rows = list(tqdm(pool.map(measure_cell, tasks), total=len(tasks), desc="cells"))
+        rows = list(tqdm(pool.map(measure_one, tasks), total=len(tasks), desc="cells"))
     info = {
-        "command": "python tools/bench_placement.py " + " ".join(args.argv),
+        "command": f"python tools/{tool}.py " + " ".join(args.argv),
         "minutes": (time.perf_counter() - started) / 60,
         "load_average": [load_start, os.getloadavg()[0]],
     }
     return info, rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cell_options(description: str, report: str) -> argparse.ArgumentParser:
+    """The options of a tool over the peer suite's cells with all sources (``report``: the
+    file ``--report-only`` re-renders)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--matrices", default=",".join(MATRICES))
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument(
-        "--report-only", action="store_true", help="re-render --out/placement.md from its JSON"
+        "--report-only", action="store_true", help=f"re-render --out/{report} from its JSON"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every cell rebuilt and estimated (the slow part), and how the run went."""
+    return run_cells(args, measure_cell, "bench_placement")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = cell_options(__doc__.splitlines()[0], "placement.md").parse_args(argv)
     args.matrices = args.matrices.split(",")
-    info, rows = measured_rows(args, argv, "bench_placement", args.out / "placement.json", measure)
+    saved = args.out / "placement.json"
+    info, rows = measured_rows(args, argv, "bench_placement", saved, measure)
     found = summaries(rows)
     check = reproduction(rows, args.peers)
     payload = {"info": info, "reproduction": check, **found, "cells": rows}
