@@ -16,8 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError
-from ..outside.ceiling import FULL_CREDIT, ceiling_note
+from ..outside.ceiling import ceiling_note, saturated
 from ..outside.placement import legend, side_mark
 from ..reconstruct import FIT_MARK
 from ._options import load_original_task, positive_int, print_table, render_original_task
@@ -291,7 +293,7 @@ def _print(results: list[Any]) -> None:
     for result in results:
         if result.estimate.note:
             print(f"{FIT_MARK} {result.task}: person fit: {result.estimate.note}", file=sys.stderr)
-        if result.answers and all(a.score >= FULL_CREDIT for a in result.answers):
+        if saturated(np.array([[a.score for a in result.answers]], dtype=np.float64))[0]:
             items = f"every item {result.task} asked"
             print(f"{result.task}: {ceiling_note(None, items)}", file=sys.stderr)
         if result.stop_reason == "pool_exhausted":

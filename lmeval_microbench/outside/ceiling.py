@@ -10,9 +10,10 @@ this, such a model was read 73.3 % [71.8, 74.8] on ARC and 85.1 % [83.6, 86.7] o
 whose strongest source scored 91.5 % (``tools/bench_ceiling.py``, ``bench/ceiling.md``).
 
 It holds for every estimator and every path that prints an estimate (static estimates through
-:meth:`..estimators.base.ScoreEstimator.estimate`, adaptive runs through
-:func:`..adaptive.pool.estimate_pool`). Answers at the floor are left to the floors that exist
-(person fit's chance score, the guard's floor below the sources).
+:meth:`..estimators.base.ScoreEstimator.estimate`, the joint estimator's benchmarks and
+average, adaptive runs through :func:`..adaptive.pool.estimate_pool`). Answers at the floor
+are left to the floors that exist (person fit's chance score, the guard's floor below the
+sources).
 """
 
 from __future__ import annotations
