@@ -106,7 +106,7 @@ def test_greedy_items_read_the_strongest_fifth_of_the_leaderboard_with_honest_in
     tools = pytest.importorskip("tools_support")
     tool = tools.tools_module("bench_adaptive_equal")
     matrix, truth, _ = tool.load_benchmark(shared_data, "truthfulqa")
-    split = next(tool.SPLITS["extrapolation"](matrix, truth, repeats=1, seed=0))
+    split = tool.first_split(matrix, truth, "extrapolation", 0)
     rows = np.random.default_rng(0).permutation(split.target.n_models)[:200]
     found = tool.built_reading(split, rows, "greedy", "guarded", 25, 0)
     assert found["coverage90"] >= 0.85

@@ -65,6 +65,7 @@ V2 = ("ifeval", "musr")
 V2_TASKS = REPO / "lmeval_microbench" / "task_configs" / "openllm_v2"
 BUDGETS = (10, 25, 50)
 PROTOCOLS = ("random", "extrapolation", "weak")
+SPLITS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
 BATCHES = (1, 4, 16)
 FLUID_CLAIM = (
     "Fluid Benchmarking (Hofmann et al. 2025, arXiv 2509.11106, abstract): 'higher validity "
@@ -121,12 +122,22 @@ def static_recipe(split: Any, recipe: dict[str, Any], rows: np.ndarray) -> dict[
     return out
 
 
+def suite_of(bm: str) -> str:
+    """The leaderboard suite of benchmark ``bm`` (the folder of its shipped task and pool)."""
+    return "openllm_v2" if bm in V2 else "openllm_v1"
+
+
+def first_split(matrix: Any, truth: np.ndarray, protocol: str, seed: int) -> Any:
+    """The first split of ``protocol`` (:data:`SPLITS`) for ``seed``: what every adaptive
+    report replays."""
+    return next(SPLITS[protocol](matrix, truth, repeats=1, seed=seed))
+
+
 def pool_floor(bm: str) -> float:
     """The floor of runs below the sources a pool of ``bm`` gets (``build_pool``: from its
     chance levels, which are the benchmark's, so the shipped pool's person-fit block gives it;
     a pool built without them, GSM8K's and IFEval's, has 0)."""
-    suite = "openllm_v2" if bm in V2 else "openllm_v1"
-    return lowest_score(load_bundle(SHIPPED_POOLS / suite / bm).person_fit)
+    return lowest_score(load_bundle(SHIPPED_POOLS / suite_of(bm) / bm).person_fit)
 
 
 def run_protocol(
@@ -495,12 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             "recipe": f"{d['method']} + {d['estimator']}",
         }
         for protocol in args.protocols.split(","):
-            make = {
-                "random": random_splits,
-                "extrapolation": extrapolation_splits,
-                "weak": weakest_splits,
-            }[protocol]
-            split = next(make(matrix, truth, repeats=1, seed=args.seed))
+            split = first_split(matrix, truth, protocol, args.seed)
             per[protocol] = run_protocol(split, args, d, pool_floor(bm))
             print(
                 bm,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_adaptive import BUDGETS, PROTOCOLS, V2, load_benchmark, static_recipe
+from bench_adaptive import BUDGETS, PROTOCOLS, first_split, load_benchmark, static_recipe, suite_of
 from cell_scoring import interval_metrics
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -47,20 +47,17 @@ from lmeval_microbench.auto import choose_recipe
 from lmeval_microbench.build import build_bundle
 from lmeval_microbench.bundle.io import load_bundle
 from lmeval_microbench.estimators import estimator_from_state
-from lmeval_microbench.reliability import extrapolation_splits, random_splits, weakest_splits
 
 REPO = Path(__file__).resolve().parents[1]
 AUTO_BUDGET = 50
 LEVEL = 0.1
 """Points within which a static reading counts as level with the adaptive one."""
-SPLITS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
 TASKS = REPO / "lmeval_microbench" / "task_configs"
 
 
 def shipped_estimator(bm: str) -> str:
     """The estimator the shipped micro task's bundle reads with by default."""
-    suite = "openllm_v2" if bm in V2 else "openllm_v1"
-    return load_bundle(TASKS / suite / bm / "bundle.json").default_estimator
+    return load_bundle(TASKS / suite_of(bm) / bm / "bundle.json").default_estimator
 
 
 def built_reading(
@@ -121,7 +118,7 @@ def measure(task: tuple[Path, str, str, dict[str, Any], float]) -> dict[str, Any
     default build."""
     shared, bm, protocol, config, recorded_mae = task
     matrix, truth, recipe = load_benchmark(shared, bm)
-    split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=config["seed"]))
+    split = first_split(matrix, truth, protocol, config["seed"])
     rows = np.random.default_rng(config["seed"]).permutation(split.target.n_models)
     rows = rows[: config["max_targets"]]
     check = static_recipe(split, recipe, rows)["mae"]

@@ -35,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_adaptive import BUDGETS, PROTOCOLS, REPO, load_benchmark
+from bench_adaptive import BUDGETS, PROTOCOLS, REPO, first_split, load_benchmark
 from bench_fit_effect import given_chance, summarise
 
 from lmeval_microbench._io import write_text_if_changed
@@ -47,10 +47,8 @@ from lmeval_microbench.adaptive.pool import (
 )
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
-from lmeval_microbench.reliability import extrapolation_splits, random_splits, weakest_splits
 
 BENCHMARKS = ("mmlu", "truthfulqa", "arc", "ifeval", "gsm8k", "hellaswag", "winogrande", "musr")
-SPLITS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
 
 
 def read_runs(pool: Any, values: np.ndarray, order: np.ndarray, n: int) -> dict[str, Any]:
@@ -81,7 +79,7 @@ def replayed_runs(
     answers of at most ``args.max_targets`` held-out models, their max-information runs
     (read at ``budgets``), their true scores, whether chance levels were given, and the
     sources (the matrix the pool was fitted on)."""
-    split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=args.seed))
+    split = first_split(matrix, truth, protocol, args.seed)
     chance = given_chance(bm, list(split.source.item_ids))  # as the shipped pool got them
     bundle = build_pool(
         split.source, split.source_truth, name=f"{bm}-{protocol}", benchmark=bm,

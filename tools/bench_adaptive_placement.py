@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_adaptive import PROTOCOLS, V2, load_benchmark, pool_floor
+from bench_adaptive import PROTOCOLS, V2, first_split, load_benchmark, pool_floor, suite_of
 from bench_placement import HEADER, _row, counts, tally
 from cell_scoring import measured_rows
 from tqdm.auto import tqdm
@@ -40,12 +40,10 @@ from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay
 from lmeval_microbench.bundle.io import load_bundle
-from lmeval_microbench.reliability import extrapolation_splits, random_splits, weakest_splits
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (10, 25, 50)
 BENCHMARKS = ("ifeval", "musr", "mmlu", "truthfulqa", "arc", "hellaswag", "winogrande", "gsm8k")
-SPLITS = {"random": random_splits, "extrapolation": extrapolation_splits, "weak": weakest_splits}
 GROUPS = {"OLL v2 (IFEval, MuSR)": V2, "OLL v1 (six)": BENCHMARKS[2:]}
 
 
@@ -55,7 +53,7 @@ def measure_case(task: tuple[Path, str, str, int, int]) -> list[dict[str, Any]]:
     shared, bm, protocol, seed, max_targets = task
     started = time.perf_counter()
     matrix, truth, _ = load_benchmark(shared, bm)
-    split = next(SPLITS[protocol](matrix, truth, repeats=1, seed=seed))
+    split = first_split(matrix, truth, protocol, seed)
     params, state = fit_adaptive_state(split.source, split.source_truth, seed=seed)
     rows = np.random.default_rng(seed).permutation(split.target.n_models)[:max_targets]
     values, target_truth = split.target.values[rows], split.target_truth[rows]
@@ -70,6 +68,7 @@ def measure_case(task: tuple[Path, str, str, int, int]) -> list[dict[str, Any]]:
     )
     above = target_truth > split.source_truth.max()
     below = target_truth < split.source_truth.min()
+    middle = np.median(split.source_truth)
     out = []
     for n in BUDGETS:
         ability = result.ability_at(n)
@@ -78,7 +77,6 @@ def measure_case(task: tuple[Path, str, str, int, int]) -> list[dict[str, Any]]:
         placement = run_placement(score_map.sides, ability)
         sides = np.array(placement.sides() if placement else [""] * len(rows), dtype=object)
         covered = (lower <= target_truth) & (target_truth <= upper)
-        middle = np.median(split.source_truth)
         far = ((sides == "above") & (target_truth < middle)) | (
             (sides == "below") & (target_truth > middle)
         )
@@ -127,8 +125,7 @@ def shipped_pools() -> list[dict[str, Any]]:
     against the pool's upper ability edge."""
     out = []
     for bm in BENCHMARKS:
-        suite = "openllm_v2" if bm in V2 else "openllm_v1"
-        pool = pool_state(load_bundle(SHIPPED_POOLS / suite / bm))
+        pool = pool_state(load_bundle(SHIPPED_POOLS / suite_of(bm) / bm))
         edge = next(s for s in pool.state.score_map.sides if s.side == ABOVE).ability_edge
         perfect = estimate_pool(pool, dict.fromkeys(pool.item_ids, 1.0))
         out.append(

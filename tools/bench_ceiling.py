@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_adaptive import V2, load_benchmark
+from bench_adaptive import load_benchmark, suite_of
 from bench_placement import GROUPS, PROTOCOLS, cell_options, rebuilt, run_cells
 from bench_v1_default import built
 from cell_scoring import interval_metrics, measured_rows
@@ -59,7 +59,7 @@ def _points(low: float, high: float, value: float) -> str:
 
 def shipped(shared: Path, bm: str) -> dict[str, Any]:
     """One benchmark's shipped bundle and pool, read for a model with every item right."""
-    suite = "openllm_v2" if bm in V2 else "openllm_v1"
+    suite = suite_of(bm)
     bundle = load_bundle(TASKS / suite / bm)
     estimator = estimator_from_state(bundle.estimator_state())
     right = np.ones((1, len(bundle.item_ids)))
