@@ -90,3 +90,24 @@ def test_an_unknown_protocol_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(["--protocols", "random,wek"])
     assert "--protocols: unknown ['wek']" in capsys.readouterr().err
+
+
+def test_head_to_head_counts_each_method_on_the_target_cases_it_ran():
+    report = tools_module("peers_report")
+
+    def mae(value):
+        return {"mae": value}
+
+    table = {
+        ("a", "all", "random", 50): {"ours": mae(2.0), "aipw": mae(1.95), "lasso": mae(1.0)},
+        ("a", "all", "extrapolation", 25): {"ours": mae(3.0), "aipw": mae(4.0)},
+        ("a", "all", "random", 10): {"ours": mae(9.0), "aipw": mae(1.0)},  # not a target case
+        ("a", "25", "random", 50): {"ours": mae(9.0), "aipw": mae(1.0)},  # nor this
+        ("b", "all", "random", 100): {"ours": mae(1.0), "ours_inside": mae(0.1)},
+    }
+    rows = {line.split(" | ")[0]: line for line in report.head_to_head_lines(table)}
+    # aipw: 2 target cases, ours within 0.1 of it in both (2.0 <= 2.05, 3.0 <= 4.1); best peer
+    # of the second case only (lasso is the first's); ours' variants are not peers
+    assert rows["| aipw"] == "| aipw | 2 | 2/2 (100 %) | 2.50 | 2.98 | 1 |"
+    assert rows["| lasso"] == "| lasso | 1 | 0/1 (0 %) | 2.00 | 1.00 | 1 |"
+    assert not any(key.startswith("| ours") for key in rows)
