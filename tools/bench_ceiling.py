@@ -177,6 +177,11 @@ def _cov_width(found: dict[str, float] | None) -> str:
     return "-" if found is None else f"{found['coverage']:.2f} / {found['width']:.1f}"
 
 
+def _score_range(scores: list[float]) -> str:
+    """A [lowest, highest] pair of full scores (fractions) in percent; "-" when empty."""
+    return f"{100 * scores[0]:.1f}-{100 * scores[1]:.1f}" if scores else "-"
+
+
 def build_lines(builds: list[dict[str, Any]]) -> list[str]:
     lines = [
         "",
@@ -192,8 +197,7 @@ def build_lines(builds: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---:|---:|---|---|---|---|---|",
     ]
     for b in builds:
-        truths = b["all_right_truths"]
-        scores = f"{100 * truths[0]:.1f}-{100 * truths[1]:.1f}" if truths else "-"
+        scores = _score_range(b["all_right_truths"])
         lines.append(
             f"| {b['case'][0]} | {b['case'][1]} | {b['recipe']} | {b['models']} | "
             f"{b['all_right']} ({b['all_right_above_sources']}) | {scores} | "
@@ -227,11 +231,7 @@ def markdown(
         "|---|---:|---|---|---:|---|---|---|",
     ]
     for p in pools:
-        scores = (
-            f"{100 * p['their_scores'][0]:.1f}-{100 * p['their_scores'][1]:.1f}"
-            if p["their_scores"]
-            else "-"
-        )
+        scores = _score_range(p["their_scores"])
         adaptive = " / ".join(p["adaptive_now"][str(n)] for n in ADAPTIVE_ITEMS)
         lines.append(
             f"| {p['benchmark']} | {p['items']} | {p['static_before']} | {p['static_now']} | "
