@@ -30,6 +30,7 @@ import numpy as np
 from bench_adaptive import PROTOCOLS, V2, first_split, load_benchmark, pool_floor, suite_of
 from bench_placement import HEADER, _row, counts, tally
 from cell_scoring import measured_rows
+from peer_cells import require_data
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -241,8 +242,7 @@ def markdown(
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every benchmark x protocol measured (a pool fit each: the slow part)."""
-    if not args.shared.is_dir():
-        sys.exit(f"no real data at {args.shared}: this benchmark needs ../shared/data")
+    require_data(args.shared)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [
         (args.shared, bm, protocol, args.seed, args.max_targets)

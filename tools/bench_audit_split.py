@@ -34,7 +34,7 @@ import numpy as np
 from bench_peers import build_recipe
 from bench_similar import peer_means
 from cell_scoring import audit_size, interval_metrics, measured_rows, points
-from peer_cells import DATA, V2, Cell, split_cell
+from peer_cells import DATA, V2, Cell, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -236,8 +236,7 @@ def markdown(
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every cell built and estimated (the slow part), and how the run went."""
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     seeds = [int(s) for s in args.seeds.split(",")]
     tasks = [

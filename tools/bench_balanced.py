@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from bench_peers import MATRICES
-from peer_cells import DATA, PSN, Cell, matrix_of, split_cell
+from peer_cells import DATA, PSN, Cell, matrix_of, require_data, split_cell
 from scipy.stats import norm
 from tqdm.auto import tqdm
 
@@ -155,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--psn-seeds", default="0,1,2,3,4,5,6,7,8,9")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     seeds = [int(s) for s in args.seeds.split(",")]
     psn_seeds = [int(s) for s in args.psn_seeds.split(",")]
     load_start = os.getloadavg()[0]

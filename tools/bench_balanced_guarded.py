@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 from bench_peers import build_recipe
-from peer_cells import DATA, V1, V2, Cell, load_matrix, split_cell
+from peer_cells import DATA, V1, V2, Cell, load_matrix, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -152,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [
         (args.data, cell, args.draws)

@@ -35,7 +35,7 @@ from bench_adaptive import load_benchmark, suite_of
 from bench_placement import GROUPS, PROTOCOLS, cell_options, rebuilt, run_cells
 from bench_v1_default import built
 from cell_scoring import interval_metrics, measured_rows
-from peer_cells import Cell
+from peer_cells import Cell, require_data
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -265,8 +265,7 @@ def markdown(
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """All three parts measured (the peer-suite cells are the slow one)."""
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     pools = [shipped(args.data, bm) for bm in tqdm(BENCHMARKS, desc="shipped")]
     builds = [(args.data, m, p, 50, 0, None) for m in V1_BUILDS for p in V1_PROTOCOLS]

@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 from bench_peers import POPULATION_BUDGET, POPULATIONS, build_recipe
 from cell_scoring import measured_rows
-from peer_cells import DATA, V1, V2, Cell, load_matrix, split_cell
+from peer_cells import DATA, V1, V2, Cell, load_matrix, require_data, split_cell
 from scipy.stats import norm
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
@@ -393,8 +393,7 @@ def _mae_coverage(metrics: dict[str, float] | None) -> str:
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every cell measured afresh (the slow part), and how the run went."""
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     extra = tuple(Candidate(*text.split("+", 1)) for text in args.paired)
     seeds = tuple(int(s) for s in args.seeds.split(","))
     started, load_start = time.perf_counter(), os.getloadavg()[0]

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_guard_cost import grid_parser, run_jobs, write_report
 from bench_peers import build_ours, cell_metrics, estimate_record, seed_range
-from peer_cells import V1_ALL, Cell, cell_rows, load_matrix, split_rows
+from peer_cells import V1_ALL, Cell, cell_rows, load_matrix, require_data, split_rows
 
 from lmeval_microbench.errors import InputError
 
@@ -151,8 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         "--before", type=Path, help="an earlier run's JSON: its refusals beside these"
     )
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     seeds = seed_range(args.seeds)
     jobs = [
         (matrix, size, population, protocol, seed, str(args.data))

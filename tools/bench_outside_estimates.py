@@ -50,7 +50,7 @@ import numpy as np
 from bench_guard_cost import cell_of
 from bench_similar import group_of, peer_means
 from cell_scoring import interval_metrics, rows_by_case
-from peer_cells import DATA, PSN, V1, V2, Cell, split_cell
+from peer_cells import DATA, PSN, V1, V2, Cell, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -258,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     matrices = set(args.matrices.split(",")) - set(PSN)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}

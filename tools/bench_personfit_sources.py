@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from peer_cells import DATA, V1, V2, load_matrix
+from peer_cells import DATA, V1, V2, load_matrix, require_data
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -203,8 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     matrices = args.matrices.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     started, load_start = time.perf_counter(), os.getloadavg()[0]

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from bench_peers import MATRICES, build_recipe
 from cell_scoring import interval_metrics, measured_rows
-from peer_cells import DATA, PSN, V1, V2, Cell, split_cell
+from peer_cells import DATA, PSN, V1, V2, Cell, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -281,8 +281,7 @@ def run_cells(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``measure_one`` on every cell of :func:`peer_cells` (``args.jobs`` workers; the slow
     part), and how the run went."""
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = [(args.data, cell, ours) for cell, ours in peer_cells(args.peers, args.matrices)]
     with worker_pool(args.jobs) as pool:

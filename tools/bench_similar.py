@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from bench_peers import BUDGETS, PEERS, POPULATION_BUDGET, POPULATIONS, build_recipe, seed_range
 from cell_scoring import interval_metrics, points, rows_by_case
-from peer_cells import DATA, PSN, V1, V2, Cell, matrix_of, split_cell
+from peer_cells import DATA, PSN, V1, V2, Cell, matrix_of, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
@@ -196,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     tasks = []
     for matrix in args.matrices.split(","):

@@ -50,7 +50,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import build_ours, build_recipe
 from cell_scoring import interval_metrics
 from leaderboard_bench import load_openllm
-from peer_cells import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, matrix_of, split_rows
+from peer_cells import (
+    DATA,
+    PSN,
+    V1,
+    V1_ALL,
+    V2,
+    Cell,
+    cell_rows,
+    matrix_of,
+    require_data,
+    split_rows,
+)
 
 from lmeval_microbench._io import write_text_if_changed
 from lmeval_microbench.auto import FALLBACK, FALLBACK_CALIBRATED, FLOOR
@@ -228,8 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not DATA.is_dir():
-        sys.exit(f"no real data at {DATA}: this benchmark needs ../shared/data")
+    require_data(DATA)
     populations = tuple(args.populations.split(","))
     todo = [("mean", c) for c in cells(args.seeds, args.psn_seeds, populations)]
     todo += [(SCORED, c) for c in scored_cells(args.scored_seeds)]

@@ -33,7 +33,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import MATRICES, PEERS, Cache, build_recipe, cell_metrics, estimate_record
-from peer_cells import DATA, PSN, V1, V1_ALL, V2, Cell, cell_rows, matrix_of, split_cell
+from peer_cells import (
+    DATA,
+    PSN,
+    V1,
+    V1_ALL,
+    V2,
+    Cell,
+    cell_rows,
+    matrix_of,
+    require_data,
+    split_cell,
+)
 
 from lmeval_microbench._io import write_text_if_changed
 
@@ -233,8 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peers-cache", type=Path, default=REPO / ".peers-cache")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        sys.exit(f"no real data at {args.data}: this benchmark needs ../shared/data")
+    require_data(args.data)
     matrices = args.matrices.split(",")
     budgets = [int(b) for b in args.budgets.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -11,6 +11,7 @@ matrices with their true scores.
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -63,6 +64,12 @@ class Cell:
 
 
 # ---------------------------------------------------------------------- data
+def require_data(data: Path) -> None:
+    """Exit with a one-line message where the real data these benchmarks read is missing."""
+    if not data.is_dir():
+        sys.exit(f"no real data at {data}: this benchmark needs ../shared/data")
+
+
 def load_matrix(name: str, data: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """0/1 values (models x items, complete rows), each model's mean over them, item ids."""
     if name in V2:
