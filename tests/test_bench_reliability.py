@@ -320,3 +320,19 @@ def test_a_rerun_keeps_defaults_json_and_names_where_its_choice_differs(tool, tm
     assert tool.kept_defaults(tool.parse_args(args)) == {"wino": {"budget": 100}}
     chosen_config = tool.parse_args([*args, "--choose-defaults"])
     assert tool.kept_defaults(chosen_config) is None
+
+
+def test_jobs_change_how_the_report_runs_not_where_it_goes(tool, tmp_path):
+    """``--jobs`` and ``--choose-defaults`` leave a run the full default one (written to
+    ``bench/``); any option that changes the numbers sends it to a temporary folder."""
+    assert tool.changes_numbers([]) == []
+    assert tool.changes_numbers(["--jobs", "2", "--choose-defaults"]) == []
+    assert tool.changes_numbers(["--jobs=2"]) == []
+    assert tool.changes_numbers(["--jobs", "2", "--quick"]) == ["--quick"]
+    assert tool.changes_numbers(["--repeats", "2", "--jobs", "3"]) == ["--repeats", "2"]
+    for folder in ("openllm_v1", "psn_irt"):  # parsing needs the folders, not their data
+        (tmp_path / "data" / folder).mkdir(parents=True)
+    data = ["--shared", str(tmp_path / "data")]
+    assert tool.parse_args([*data, "--jobs", "2"]).jobs == 2
+    with pytest.raises(SystemExit):
+        tool.parse_args([*data, "--jobs", "0"])

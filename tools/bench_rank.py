@@ -18,9 +18,11 @@ population, the source models and the item order/selection), the share of models
 true rank lies in the rank interval (``simulate`` intervals drive the rounds; ``overlap``
 intervals are recomputed on the same estimates), and mean rank error per true-rank tier.
 
-Writes ``bench/rank.json``, ``bench/rank.md`` and ``bench/rank.png``. Run::
+Writes ``bench/rank.json``, ``bench/rank.md`` and ``bench/rank.png`` (``--stem`` names
+another report). Run::
 
     python tools/bench_rank.py --shared ../shared/data
+    python tools/bench_rank.py --benchmarks arc --populations 3 --draws 20 --stem rank_few
 """
 
 from __future__ import annotations
@@ -235,6 +237,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--first-items", type=int, default=None)
     parser.add_argument("--tiers", default="1-4,5-9,10-19,20-50,51-")
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
+    parser.add_argument(
+        "--stem", default="rank", help="file names of the report: STEM.json, STEM.md, STEM.png"
+    )
     return parser.parse_args()
 
 
@@ -265,9 +270,9 @@ def main() -> None:
         "rows": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out / "rank.json", report)
-    write_text_if_changed(args.out / "rank.md", markdown(report))
-    plot(rows, args.out / "rank.png")
+    write_json_atomic(args.out / f"{args.stem}.json", report)
+    write_text_if_changed(args.out / f"{args.stem}.md", markdown(report))
+    plot(rows, args.out / f"{args.stem}.png")
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:

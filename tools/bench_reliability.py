@@ -50,12 +50,14 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -160,6 +162,8 @@ class RunConfig:
     blas_threads: int | None = 1
     choose_defaults: bool = False
     """Rewrite ``defaults.json`` with this run's choice (else an existing one is kept)."""
+    jobs: int = 1
+    """Datasets evaluated at once, each in a process of its own (same records as one)."""
 
 
 def build_dataset(name: str, config: RunConfig) -> Dataset:
@@ -261,23 +265,57 @@ def run(config: RunConfig) -> dict[str, Any]:
         return _run(config)
 
 
+DatasetResult = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]
+
+
+def evaluate_one(name: str, config: RunConfig, progress: bool) -> DatasetResult:
+    """One dataset's records, info and anchors. Every split and selection is seeded from
+    ``config.seed`` within the dataset, so the result does not depend on what ran before."""
+    with blas_limit(config.blas_threads):
+        dataset = build_dataset(name, config)
+        anchors = compute_anchors(dataset, config)
+        rows, info = evaluate_dataset(
+            dataset, repeats=config.repeats, seed=config.seed, progress=progress
+        )
+    return rows, info, anchors
+
+
+def evaluate_all(config: RunConfig) -> dict[str, DatasetResult]:
+    """Every dataset's result, in ``config.datasets`` order; ``config.jobs`` at a time."""
+    names = config.datasets
+    if config.jobs <= 1 or len(names) <= 1:
+        bar = tqdm(names, desc="datasets", disable=not config.progress)
+        return {name: evaluate_one(name, config, config.progress) for name in bar}
+    with ProcessPoolExecutor(max_workers=min(config.jobs, len(names))) as pool:
+        futures = {name: pool.submit(evaluate_one, name, config, False) for name in names}
+        bar = tqdm(total=len(names), desc="datasets", disable=not config.progress)
+        results = {}
+        for name, future in futures.items():
+            results[name] = future.result()
+            bar.update(1)
+        bar.close()
+    return results
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of the workers it has waited for."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def _run(config: RunConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    cpu_started = time.process_time()
+    cpu_started = cpu_seconds()
     facts = machine_facts()
     records: list[dict[str, Any]] = []
     infos: dict[str, dict[str, Any]] = {}
     anchors: dict[str, dict[str, Any]] = {}
-    for name in tqdm(config.datasets, desc="datasets", disable=not config.progress):
-        dataset = build_dataset(name, config)
-        anchors[name] = compute_anchors(dataset, config)
-        rows, info = evaluate_dataset(
-            dataset, repeats=config.repeats, seed=config.seed, progress=config.progress
-        )
+    for name, (rows, info, anchor) in evaluate_all(config).items():
         records += rows
         infos[name] = info
+        anchors[name] = anchor
     minutes = (time.perf_counter() - started) / 60.0
-    cpu_minutes = (time.process_time() - cpu_started) / 60.0
+    cpu_minutes = (cpu_seconds() - cpu_started) / 60.0
     openllm = [d for d in config.datasets if d in OPENLLM]
     psn = [d for d in config.datasets if d in PSN_BLOCKS]
     summary = summary_rows(records, openllm)
@@ -292,6 +330,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
         "minutes": round(minutes, 1),
         "cpu_minutes": round(cpu_minutes, 1),
         "blas_threads": config.blas_threads,
+        "jobs": config.jobs,
         "machine": facts,
         "seed": config.seed,
         "repeats": config.repeats,
@@ -403,6 +442,20 @@ def estimator_list(parser: argparse.ArgumentParser, option: str, text: str) -> t
     return names
 
 
+def changes_numbers(given: Sequence[str]) -> list[str]:
+    """The options in ``given`` that change what the report measures: all but
+    ``--choose-defaults`` and ``--jobs N`` (``--jobs=N``), which change only how it runs."""
+    left, skip = [], False
+    for arg in given:
+        if skip:
+            skip = False
+        elif arg == "--jobs":
+            skip = True
+        elif arg != "--choose-defaults" and not arg.startswith("--jobs="):
+            left.append(arg)
+    return left
+
+
 def parse_args(argv: list[str] | None) -> RunConfig:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="../shared/data")
@@ -449,6 +502,12 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         help="BLAS threads (default 1; 0 leaves the library default)",
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="datasets evaluated at once, one process each (default 1; the records are the same)",
+    )
+    parser.add_argument(
         "--choose-defaults",
         action="store_true",
         help="rewrite defaults.json with this run's choice (default: keep an existing one and "
@@ -461,12 +520,14 @@ def parse_args(argv: list[str] | None) -> RunConfig:
     )
     args = parser.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
-    full_run = not [a for a in given if a != "--choose-defaults"]
+    full_run = not changes_numbers(given)
     if args.quick:
         args.benchmarks, args.budgets = ["arc", "psn_bbh"], (25, ALL)
         args.repeats, args.extrapolation_repeats, args.loo_repeats = 2, 1, 1
     if min(args.repeats, args.extrapolation_repeats, args.loo_repeats) < 1:
         parser.error("repeats must be positive")
+    if args.jobs < 1:
+        parser.error("--jobs must be positive")
     if args.blas_threads < 0:
         parser.error("--blas-threads must be 0 (library default) or positive")
     if not (args.shared / "openllm_v1").is_dir() or not (args.shared / "psn_irt").is_dir():
@@ -496,6 +557,7 @@ def parse_args(argv: list[str] | None) -> RunConfig:
         progress=not args.no_progress,
         blas_threads=args.blas_threads or None,
         choose_defaults=args.choose_defaults,
+        jobs=args.jobs,
     )
 
 

@@ -340,7 +340,7 @@ and reports, next to the subset score, the estimated score on the whole benchmar
 The held-out errors are those `tools/bench_shipped_guard.py` measured for exactly this recipe
 (`bench/shipped_guard.md`): models split 80/20 at random, the best 20 % of models estimated
 from the others (extrapolation: expect the larger error for a model better than all source
-models), and the weakest 20 % (near-random models; expect the largest). The default estimator
+models), and the weakest 20 % (near-random models; often the largest). The default estimator
 `guarded` reads the items with `kridge` inside the leaderboard's range and widens the interval
 beyond it; the regression `tools/bench_reliability.py` chose is stored beside it
 (`--metadata '{{"microbench_estimator": "kridge"}}'`).

@@ -103,6 +103,7 @@ SECTIONS = [
     ("auto.md", "tools/bench_auto.py"),
     ("curves.md", "tools/bench_curves.py"),
     ("rank.md", "tools/bench_rank.py"),
+    ("rank_few.md", "tools/bench_rank.py"),
     ("adaptive.md", "tools/bench_adaptive.py"),
     ("adaptive_fit.md", "tools/bench_adaptive_fit.py"),
     ("guess_weight.md", "tools/bench_guess_weight.py"),
