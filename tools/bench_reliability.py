@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -287,14 +287,14 @@ def evaluate_all(config: RunConfig) -> dict[str, DatasetResult]:
         bar = tqdm(names, desc="datasets", disable=not config.progress)
         return {name: evaluate_one(name, config, config.progress) for name in bar}
     with ProcessPoolExecutor(max_workers=min(config.jobs, len(names))) as pool:
-        futures = {name: pool.submit(evaluate_one, name, config, False) for name in names}
-        bar = tqdm(total=len(names), desc="datasets", disable=not config.progress)
-        results = {}
-        for name, future in futures.items():
-            results[name] = future.result()
-            bar.update(1)
-        bar.close()
-    return results
+        futures = {pool.submit(evaluate_one, name, config, False): name for name in names}
+        done = {}
+        with tqdm(total=len(names), desc="datasets", disable=not config.progress) as bar:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                bar.set_postfix_str(futures[future])
+                bar.update(1)
+    return {name: done[name] for name in names}
 
 
 def cpu_seconds() -> float:
