@@ -226,6 +226,12 @@ def dataset_section(
     return lines
 
 
+def cpu_whose(run_info: dict[str, Any]) -> str:
+    """Whose CPU time the header counts: the workers' too where datasets ran in parallel."""
+    jobs = run_info.get("jobs", 1)
+    return "this process" if jobs == 1 else f"this process and its {jobs} workers"
+
+
 def leaderboard_markdown(
     run_info: dict[str, Any],
     infos: dict[str, dict[str, Any]],
@@ -253,7 +259,7 @@ def leaderboard_markdown(
         f"    {run_info['command']}",
         "",
         f"Run time {run_info['minutes']:.1f} min wall clock, {run_info['cpu_minutes']:.1f} min "
-        f"of CPU (this process; BLAS threads: {run_info['blas_threads'] or 'default'}), "
+        f"of CPU ({cpu_whose(run_info)}; BLAS threads: {run_info['blas_threads'] or 'default'}), "
         f"finished {run_info['finished']}, on {machine['cpu']} ({machine['cores']} cores, "
         f"load average {machine['load_average_at_start'][0]} at the start: other work shared "
         f"the machine), Python {machine['python']}, numpy {machine['numpy']}, commit "
