@@ -57,7 +57,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +113,7 @@ from leaderboard_defaults import (
     summary_rows,
 )
 from leaderboard_report import leaderboard_markdown, target_lines
+from worker_pool import worker_pool
 
 __all__ = [  # imported from here by tests/test_bench_reliability.py and other tools
     "OPENLLM",
@@ -280,13 +281,19 @@ def evaluate_one(name: str, config: RunConfig, progress: bool) -> DatasetResult:
     return rows, info, anchors
 
 
+def workers(config: RunConfig) -> int:
+    """Worker processes the run uses: 1 (none, all in this process) unless ``--jobs`` and
+    the datasets allow more."""
+    return max(1, min(config.jobs, len(config.datasets)))
+
+
 def evaluate_all(config: RunConfig) -> dict[str, DatasetResult]:
-    """Every dataset's result, in ``config.datasets`` order; ``config.jobs`` at a time."""
+    """Every dataset's result, in ``config.datasets`` order; :func:`workers` at a time."""
     names = config.datasets
-    if config.jobs <= 1 or len(names) <= 1:
+    if workers(config) == 1:
         bar = tqdm(names, desc="datasets", disable=not config.progress)
         return {name: evaluate_one(name, config, config.progress) for name in bar}
-    with ProcessPoolExecutor(max_workers=min(config.jobs, len(names))) as pool:
+    with worker_pool(workers(config)) as pool:
         futures = {pool.submit(evaluate_one, name, config, False): name for name in names}
         done = {}
         with tqdm(total=len(names), desc="datasets", disable=not config.progress) as bar:
@@ -330,7 +337,7 @@ def _run(config: RunConfig) -> dict[str, Any]:
         "minutes": round(minutes, 1),
         "cpu_minutes": round(cpu_minutes, 1),
         "blas_threads": config.blas_threads,
-        "jobs": config.jobs,
+        "jobs": workers(config),
         "machine": facts,
         "seed": config.seed,
         "repeats": config.repeats,
