@@ -366,6 +366,7 @@ class ResponseMatrix:
             bad_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
             raise InputError(
                 f"{source}: non-numeric scores in columns {_preview(bad_cols)}"
+                f"{_first_text_cell(frame, bad_cols)}"
             ) from exc
         return cls(
             values,
@@ -539,3 +540,24 @@ def _parquet_metadata(
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{where} ({type(exc).__name__}: {exc})") from exc
     return items, models
+
+
+def _first_text_cell(frame: pd.DataFrame, columns: Sequence[Any]) -> str:
+    """`` (model 'm', item 'i': 'yes')`` for the first cell of ``columns`` that is not a
+    number (a word, or an integer too large for a float), or ``""`` when none is found."""
+    for column in columns:
+        for at, cell in enumerate(frame[column].tolist()):
+            if not _is_number(cell):
+                text = repr(cell) if len(repr(cell)) <= 40 else f"{repr(cell)[:37]}..."
+                return f" (model {frame.index[at]!r}, item {column!r}: {text})"
+    return ""
+
+
+def _is_number(cell: Any) -> bool:
+    if cell is None or cell is pd.NA:
+        return True  # a gap, not text
+    try:
+        float(cell)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True

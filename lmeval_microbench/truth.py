@@ -100,9 +100,10 @@ def align_target(
 
     Models of the matrix that have no score are dropped with a warning that counts them; so
     are models that answered no item (no estimator can read them, and without scores their
-    row mean, the truth, does not exist).
+    row mean, the truth, does not exist), and items no model answered (nothing to select or
+    fit them on; a row mean skips them).
     """
-    matrix = _answered_models(matrix)
+    matrix = _answered_items(_answered_models(matrix))
     if scores is None:
         return matrix, matrix.mean_scores()
     known = [m for m in matrix.model_ids if m in scores.index]
@@ -121,6 +122,22 @@ def align_target(
     if undecided is not None:
         target = _resolve_scale(target, matrix.mean_scores(), undecided)
     return matrix, target
+
+
+def _answered_items(matrix: ResponseMatrix) -> ResponseMatrix:
+    """The items of ``matrix`` that at least one model answered, the others named."""
+    answered = matrix.observed.any(axis=0)
+    if not answered.all():
+        unanswered = [i for i, k in zip(matrix.item_ids, answered, strict=True) if not k]
+        kept = [i for i, k in zip(matrix.item_ids, answered, strict=True) if k]
+        warnings.warn(
+            f"{matrix.source}: {len(unanswered)} of {matrix.n_items} items have no answer "
+            f"from any model and are left out ({', '.join(map(repr, unanswered[:5]))}"
+            f"{', ...' if len(unanswered) > 5 else ''})",
+            stacklevel=3,
+        )
+        matrix = matrix.select_items(kept)
+    return matrix
 
 
 def _answered_models(matrix: ResponseMatrix) -> ResponseMatrix:

@@ -99,6 +99,8 @@ def test_fifteen_models_keep_the_floor_without_a_choice(tmp_path, capsys):
         (matrix(n_items=12), (), "--budget 15 exceeds the 12 items of"),
         (matrix(), ("--audit", "1"), "an audit needs at least 2 items"),
         (matrix(), ("--audit", "15"), "--audit 15 leaves none of the budget of 15 items"),
+        (matrix(), ("--chance", "1.0"), "argument --chance: expected a number in [0, 1)"),
+        (matrix(), ("--chance", "nan"), "argument --chance: expected a number in [0, 1)"),
     ],
 )
 def test_what_cannot_work_is_refused_in_one_line(tmp_path, capsys, values, extra, message):
@@ -106,6 +108,36 @@ def test_what_cannot_work_is_refused_in_one_line(tmp_path, capsys, values, extra
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and "Traceback" not in "\n".join(err)
     assert not (tmp_path / "bundle").exists()
+
+
+def test_an_existing_bundle_folder_is_refused_before_the_matrix_is_read(tmp_path, capsys):
+    path = write(tmp_path / "m.parquet", matrix())
+    (tmp_path / "bundle").mkdir()
+
+    def too_late(*args, **kwargs):
+        raise AssertionError("the matrix was read before --out was checked")
+
+    argv = ["build", "--responses", path, "--budget", "15", "--benchmark", "bench"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ResponseMatrix, "read", too_late)
+        assert main([*argv, "--out", str(tmp_path / "bundle")]) == 2
+    assert "already exists" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_an_item_nobody_answered_is_left_out_by_name(tmp_path, capsys):
+    values = matrix()
+    values[:, 3] = np.nan
+    assert build(tmp_path, values) == 0
+    err = capsys.readouterr().err
+    assert "1 of 60 items have no answer from any model and are left out ('bench.3')" in err
+    assert "missing responses" not in err and "RuntimeWarning" not in err
+    assert "bench.3" not in load_bundle(tmp_path / "bundle").item_ids
+
+
+def test_a_chance_level_above_the_weak_sources_is_warned_about(tmp_path, capsys):
+    assert build(tmp_path, matrix(), "--chance", "0.9") == 0
+    err = capsys.readouterr().err
+    assert "warning: chance: a chance score of 90.0 lies more than 5 points above" in err
 
 
 @pytest.mark.slow  # 9-17 s: the default run stays under 15 minutes

@@ -51,6 +51,24 @@ def test_guttman_pattern_fits_and_its_reverse_does_not():
         assert stats[1] < -5
 
 
+def test_all_right_or_all_wrong_has_no_lz_and_is_no_misfit():
+    """A pattern without a wrong (or a right) answer has no order to judge: it once read
+    l_z* = -5 on a real subset and was called 'right and wrong answers do not follow item
+    difficulty'. Partial credit at one level, or a single wrong answer, is still judged."""
+    params = _params()
+    ids = list(params.item_ids)
+    right, wrong, half = np.ones(N_ITEMS), np.zeros(N_ITEMS), np.full(N_ITEMS, 0.5)
+    one_wrong = right.copy()
+    one_wrong[0] = 0.0  # the easiest item wrong
+    gapped = right.copy()
+    gapped[3] = np.nan
+    stats = pf.lz(params, np.vstack([right, wrong, gapped, half, one_wrong]), ids)
+    assert np.isnan(stats[:3]).all() and np.isfinite(stats[3:]).all()
+    fits = pf.person_fit(params, np.vstack([right, wrong]), ids, 0.25, n_simulations=500)
+    assert not fits[0].flagged and not fits[1].misfit
+    assert "item difficulty" not in fits[0].reason + fits[1].reason
+
+
 def test_lz_star_is_near_standard_normal_for_conforming_models():
     params = _params(40)
     theta = np.random.default_rng(0).standard_normal((3000, 1))

@@ -240,8 +240,8 @@ def test_read_errors(tmp_path):
     with pytest.raises(InputError, match="cannot find model ids"):
         ResponseMatrix.read(numeric_first)
     text = tmp_path / "text.csv"
-    pd.DataFrame({"model": ["a"], "x": ["yes"]}).to_csv(text, index=False)
-    with pytest.raises(InputError, match=r"non-numeric scores in columns 'x'"):
+    pd.DataFrame({"model": ["a", "b"], "x": ["1", "yes"]}).to_csv(text, index=False)
+    with pytest.raises(InputError, match=r"columns 'x' \(model 'b', item 'x': 'yes'\)"):
         ResponseMatrix.read(text)
 
 

@@ -53,8 +53,11 @@ class Band:
         return cls(n_items, band, quantiles)
 
     def half_width(self, prediction: np.ndarray, level: float) -> np.ndarray:
+        """Quantile times scale; an unbounded quantile stays unbounded (not NaN at scale 0)."""
         region = self.shape.region_of(prediction)
-        return stored(self.quantiles, level)[region] * self.shape.scale(prediction)
+        quantile = stored(self.quantiles, level)[region]
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isinf(quantile), np.inf, quantile * self.shape.scale(prediction))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,7 +68,7 @@ class Band:
             "edges": rounded(self.shape.edges),
             "centre": self.shape.centre,
             "spread": self.shape.spread,
-            "quantiles": {str(level): rounded(q) for level, q in self.quantiles.items()},
+            "quantiles": {str(level): quantiles_to_json(q) for level, q in self.quantiles.items()},
         }
 
     @classmethod
@@ -80,7 +83,8 @@ class Band:
             float(obj["centre"]),
             float(obj["spread"]),
         )
-        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
+        where = f"band at {obj['n_items']} items"
+        quantiles = {float(k): quantiles_from_json(v, where) for k, v in obj["quantiles"].items()}
         regions = shape.edges.size + 1
         if any(q.shape != (regions,) for q in quantiles.values()):
             raise InputError(
@@ -105,6 +109,23 @@ def at_checkpoint(marks: Sequence[int], n_items: int) -> int:
 
 def rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 7) for v in np.asarray(values).reshape(-1)]
+
+
+def quantiles_to_json(values: np.ndarray) -> list[float | None]:
+    """Stored quantiles, an unbounded one (too few fold models for its level: e.g. 95 % from
+    fewer than 19) as ``null``: strict JSON has no infinity."""
+    return [None if np.isinf(v) else v for v in rounded(values)]
+
+
+def quantiles_from_json(values: Sequence[float | None], where: str) -> np.ndarray:
+    """Stored quantiles back, ``null`` as unbounded; anything else must be a number >= 0."""
+    try:
+        found = np.asarray([np.inf if v is None else float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{where}: quantiles must be numbers or null ({exc})") from None
+    if np.any(np.isnan(found)) or np.any(found < 0):
+        raise InputError(f"{where}: quantiles must be numbers >= 0 (or null: unbounded)")
+    return found
 
 
 @dataclass(frozen=True)
@@ -275,13 +296,14 @@ class TopBand:
     def to_dict(self) -> dict[str, Any]:
         return {
             "n_items": list(self.n_items),
-            "quantiles": {str(level): rounded(q) for level, q in self.quantiles.items()},
+            "quantiles": {str(level): quantiles_to_json(q) for level, q in self.quantiles.items()},
         }
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> TopBand:
         marks = tuple(int(n) for n in obj["n_items"])
-        quantiles = {float(k): np.asarray(v, dtype=np.float64) for k, v in obj["quantiles"].items()}
+        found = obj["quantiles"].items()
+        quantiles = {float(k): quantiles_from_json(v, "top band") for k, v in found}
         if not marks or list(marks) != sorted(set(marks)):
             raise InputError("top band: n_items must be increasing checkpoints")
         if any(q.shape != (len(marks),) or not np.all(q >= 0) for q in quantiles.values()):

@@ -22,6 +22,7 @@ from ..bundle import Bundle, DatasetCoordinates, EstimatorSpec, MetricSpec
 from ..bundle.fit_spec import PersonFitSpec
 from ..errors import BundleError, InputError
 from ..estimators import estimator_from_state
+from ..estimators._fitting import MIN_SOURCE_MODELS
 from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.ceiling import open_above
@@ -196,6 +197,7 @@ def fit_adaptive_state(
     on IRT refitted without their held-out models choose how far a run above the sources moves
     to the IRT-free reading (:func:`_upward_refits`, :mod:`.beyond`).
     """
+    _check_model_count(source, folds)
     values = _complete(source)
     truth = np.asarray(truth, dtype=np.float64)
     marks = checkpoints_for(source.n_items)
@@ -338,6 +340,24 @@ def _held_count(directed: Mapping[str, list[FoldRun]], direction: str) -> int:
     return int(runs[0].rows.size) if runs else 0
 
 
+def _check_model_count(source: ResponseMatrix, folds: int) -> None:
+    """Refuse a matrix whose cross-fitting folds leave the score estimator too few models,
+    naming the user's count rather than a fold's."""
+
+    def fitted_on(n_models: int) -> int:  # the models the largest fold leaves
+        return n_models - -(-n_models // folds)
+
+    if fitted_on(source.n_models) < MIN_SOURCE_MODELS:
+        least = source.n_models
+        while fitted_on(least) < MIN_SOURCE_MODELS:
+            least += 1
+        raise InputError(
+            f"{source.source}: a pool needs at least {least} source models, got "
+            f"{source.n_models} (its score map is cross-fitted on {folds} folds, each fitted "
+            f"on the other models, and needs {MIN_SOURCE_MODELS} of them)"
+        )
+
+
 def _complete(source: ResponseMatrix) -> np.ndarray:
     values = np.asarray(source.values, dtype=np.float64)
     if np.isnan(values).any():
@@ -369,6 +389,7 @@ def build_pool(
     pool's ``person_fit`` block, which checks every adaptive estimate like a static one, and
     the floor of the intervals of runs below the sources (:meth:`.scoring.ScoreMap.with_floor`).
     """
+    _check_model_count(source, CALIBRATION_FOLDS)  # before the IRT and person-fit work
     irt = fit_source_irt(source, seed=seed)
     person_fit = pool_person_fit(source, truth, chance, seed=seed)  # a bad chance: before replays
     _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator, irt=irt)

@@ -64,7 +64,7 @@ def save_bundle(
     """
     target = Path(folder)
     frame = None if items is None else _items_frame(bundle, items)
-    _check_target(target, overwrite)
+    check_bundle_folder(target, overwrite)
 
     def write(into: Path) -> None:
         files: dict[str, str] = {}
@@ -80,7 +80,8 @@ def save_bundle(
     return target
 
 
-def _check_target(target: Path, overwrite: bool) -> None:
+def check_bundle_folder(target: Path, overwrite: bool) -> None:
+    """Refuse a bundle folder that may not be written; ``build`` calls it before any work."""
     if not target.exists():
         return
     if not target.is_dir():

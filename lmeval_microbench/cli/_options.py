@@ -114,6 +114,19 @@ def interval_level(text: str) -> float:
     return value
 
 
+def chance_level(text: str) -> float:
+    """A chance level in [0, 1), refused while parsing rather than after the method choice."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"expected a number in [0, 1) (e.g. 0.25 for four choices), got {text!r}"
+        )
+    return value
+
+
 def _name_in(known: Sequence[str], kind: str, extra: Sequence[str] = ()) -> Callable[[str], str]:
     """A ``type=`` that accepts one of ``known`` (or ``extra``) and lists them otherwise."""
     allowed = (*known, *extra)

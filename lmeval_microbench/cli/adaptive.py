@@ -22,7 +22,13 @@ from ..errors import InputError
 from ..outside.ceiling import ceiling_note, saturated
 from ..outside.placement import legend, side_mark
 from ..reconstruct import FIT_MARK
-from ._options import load_original_task, positive_int, print_table, render_original_task
+from ._options import (
+    chance_level,
+    load_original_task,
+    positive_int,
+    print_table,
+    render_original_task,
+)
 
 DEFAULT_TASKS = "microbench_mmlu,microbench_truthfulqa,microbench_winogrande"
 
@@ -111,7 +117,7 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument(
         "--chance",
-        type=float,
+        type=chance_level,
         help="probability of a right answer by guessing, e.g. 0.25 for four choices: the "
         "person-fit check's chance level, and the interval of a run that may lie below every "
         "source reaches down to the chance score less 5 points (default: the weakest 5%% of "

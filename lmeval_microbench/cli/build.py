@@ -24,6 +24,7 @@ from ._options import (
     add_out,
     add_responses,
     add_seed,
+    chance_level,
     estimator_names,
     estimator_or_auto,
     listing,
@@ -202,7 +203,7 @@ def _add_bundle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--license", help="licence of the bundle content (for the Hub card)")
     parser.add_argument(
         "--chance",
-        type=float,
+        type=chance_level,
         help="probability of a right answer by guessing, for the person-fit check, e.g. 0.25 "
         "for four choices (default: each item's rate among the weakest 5%% of source models; "
         "the check then widens the interval of a model that answers like them but moves no "
@@ -245,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--benchmark is required (or --task, whose name it then defaults to)")
     _check_recipe_args(args)
     require_responses(args)
+    if args.task is None:
+        from ..bundle import check_bundle_folder
+
+        check_bundle_folder(Path(args.out), args.overwrite)  # before any work
     matrix = ResponseMatrix.read(args.responses)
     scores = (
         read_scores(args.scores, args.score_column, scale=args.score_scale) if args.scores else None

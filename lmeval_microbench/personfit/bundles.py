@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -127,9 +128,28 @@ def _build_chance(
         )
         levels = {float(chance[item]) for item in ids}
         per_item = levels.pop() if len(levels) == 1 else {i: float(chance[i]) for i in ids}
+        _warn_if_implausible(float(given.mean()), target)
         return per_item, float(given.mean()), rule
     level = float(_chance_levels([chance])[0])
+    _warn_if_implausible(level, target)
     return level, level, f"{level:g} for every item, as given"
+
+
+def _warn_if_implausible(chance_score: float, target: np.ndarray) -> None:
+    """Warn when more than :data:`FLOOR_SHARE` of the sources score over :data:`BELOW_CHANCE`
+    under the given chance score: guessing cannot score that far under chance, so the level is
+    likely wrong (a benchmark without choices, or a typo such as 0.99 for 0.25), and the
+    interval of a model below every source would stop short at it."""
+    scores = np.asarray(target, dtype=np.float64)
+    below = int(np.sum(scores < chance_score - BELOW_CHANCE))
+    if below > FLOOR_SHARE * scores.size:
+        warnings.warn(
+            f"chance: a chance score of {100 * chance_score:.1f} lies more than "
+            f"{100 * BELOW_CHANCE:g} points above the full score of {below} of the "
+            f"{scores.size} source models; a chance level is the score of guessing (1 / number "
+            "of choices): check it, or leave it out for a benchmark without choices",
+            stacklevel=3,
+        )
 
 
 def _chance_levels(levels: Sequence[Any]) -> np.ndarray:

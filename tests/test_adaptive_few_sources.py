@@ -1,0 +1,74 @@
+"""A pool built from a few dozen source models: its side folds hold too few models for a
+95 % conformal quantile (19 at least), which must stay unbounded, save as strict JSON and
+load back (a 60-90 model pool once failed to save with ``inf is not valid JSON``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lmeval_microbench.adaptive import build_pool, pool_state
+from lmeval_microbench.adaptive.bands import quantiles_from_json, quantiles_to_json
+from lmeval_microbench.adaptive.pool import estimate_pool
+from lmeval_microbench.bundle import BUNDLE_FILE, load_bundle, save_bundle
+from lmeval_microbench.errors import InputError
+from lmeval_microbench.synthetic import random_item_params, simulate_responses
+
+PARAMS = random_item_params(30, seed=4)
+
+
+def _unbounded_fold_quantiles(state) -> int:
+    return sum(
+        int(np.isinf(quantiles).sum())
+        for side in state.score_map.sides
+        for fold in side.folds
+        for band in fold
+        for quantiles in band.quantiles.values()
+    )
+
+
+@pytest.fixture(scope="module")
+def small_pool():
+    matrix, _ = simulate_responses(PARAMS, 60, seed=5)
+    return build_pool(
+        matrix, matrix.mean_scores(), name="small-pool", benchmark="toy", estimator="ridge"
+    )
+
+
+def test_a_pool_of_60_models_saves_as_strict_json_and_loads_back(small_pool, tmp_path):
+    assert _unbounded_fold_quantiles(pool_state(small_pool).state) > 0  # the case under test
+    folder = save_bundle(small_pool, tmp_path / "pool")
+    json.loads((folder / BUNDLE_FILE).read_text(), parse_constant=pytest.fail)
+    loaded = pool_state(load_bundle(folder))
+    assert _unbounded_fold_quantiles(loaded.state) == _unbounded_fold_quantiles(
+        pool_state(small_pool).state
+    )
+
+
+def test_an_unbounded_band_gives_the_whole_range_not_nan(small_pool):
+    view = pool_state(small_pool)
+    everything_right = {item: 1.0 for item in PARAMS.item_ids}
+    at_90 = estimate_pool(view, everything_right, level=0.9)
+    at_95 = estimate_pool(view, everything_right, level=0.95)
+    for found in (at_90, at_95):
+        assert 0.0 <= found.lower <= found.value <= found.upper <= 1.0
+    assert at_95.lower <= at_90.lower and at_95.upper >= at_90.upper
+
+
+def test_stored_quantiles_write_unbounded_as_null_and_refuse_garbage():
+    assert quantiles_to_json(np.array([0.5, np.inf])) == [0.5, None]
+    np.testing.assert_array_equal(quantiles_from_json([0.5, None], "b"), [0.5, np.inf])
+    for bad in ([-1.0], ["x"], [float("nan")]):
+        with pytest.raises(InputError, match="b: quantiles must be numbers"):
+            quantiles_from_json(bad, "b")
+
+
+def test_too_few_models_for_the_folds_are_refused_with_the_users_count():
+    matrix, _ = simulate_responses(PARAMS, 14, seed=6)
+    with pytest.raises(InputError, match="at least 15 source models, got 14"):
+        build_pool(matrix, matrix.mean_scores(), name="p", benchmark="toy", estimator="ridge")
+    matrix, _ = simulate_responses(PARAMS, 15, seed=6)
+    built = build_pool(matrix, matrix.mean_scores(), name="p", benchmark="toy", estimator="ridge")
+    assert pool_state(built).state.calibration["n_source_models"] == 15
