@@ -102,10 +102,9 @@ def measure_cell(task: tuple[Path, str, int, int | None]) -> dict[str, Any]:
     flagged = {}
     for kind, answers in (("held_out", values[held][:, positions]), ("random", responders)):
         answers = answers.astype(np.float64)
-        stats = lz(irt, answers, items)
-        stats = stats[np.isfinite(stats)]
+        stats = lz(irt, answers, items)  # NaN (all right or all wrong): not flagged
         for rule, threshold in thresholds.items():
-            flagged[f"{kind}_{rule}"] = float(np.mean(stats < threshold))
+            flagged[f"{kind}_{rule}"] = float(np.mean(np.isfinite(stats) & (stats < threshold)))
         fits = person_fit(
             irt, answers, items, rates, lz_threshold=spec.lz_threshold, alpha=spec.alpha
         )
