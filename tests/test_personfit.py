@@ -51,10 +51,10 @@ def test_guttman_pattern_fits_and_its_reverse_does_not():
         assert stats[1] < -5
 
 
-def test_all_right_or_all_wrong_has_no_lz_and_is_no_misfit():
-    """A pattern without a wrong (or a right) answer has no order to judge: it once read
-    l_z* = -5 on a real subset and was called 'right and wrong answers do not follow item
-    difficulty'. Partial credit at one level, or a single wrong answer, is still judged."""
+def test_all_right_or_all_wrong_is_not_judged_by_the_misfit_check():
+    """A pattern without a wrong (or a right) answer has no order to judge: such a model was
+    once warned that its "right and wrong answers do not follow item difficulty". Partial
+    credit at one level, or a single wrong answer, is still judged."""
     params = _params()
     ids = list(params.item_ids)
     right, wrong, half = np.ones(N_ITEMS), np.zeros(N_ITEMS), np.full(N_ITEMS, 0.5)
@@ -62,11 +62,12 @@ def test_all_right_or_all_wrong_has_no_lz_and_is_no_misfit():
     one_wrong[0] = 0.0  # the easiest item wrong
     gapped = right.copy()
     gapped[3] = np.nan
-    stats = pf.lz(params, np.vstack([right, wrong, gapped, half, one_wrong]), ids)
-    assert np.isnan(stats[:3]).all() and np.isfinite(stats[3:]).all()
-    fits = pf.person_fit(params, np.vstack([right, wrong]), ids, 0.25, n_simulations=500)
-    assert not fits[0].flagged and not fits[1].misfit
-    assert "item difficulty" not in fits[0].reason + fits[1].reason
+    rows = np.vstack([right, wrong, gapped, half, one_wrong])
+    np.testing.assert_array_equal(pf.one_sided(rows), [True, True, True, False, False])
+    always = 100.0  # a threshold every finite l_z* lies under
+    fits = pf.person_fit(params, rows, ids, 0.25, lz_threshold=always, n_simulations=500)
+    assert [f.misfit for f in fits] == [False, False, False, True, True]
+    assert all("item difficulty" not in f.reason for f in fits[:3])
 
 
 def test_lz_star_is_near_standard_normal_for_conforming_models():

@@ -102,9 +102,10 @@ def measure_cell(task: tuple[Path, str, int, int | None]) -> dict[str, Any]:
     flagged = {}
     for kind, answers in (("held_out", values[held][:, positions]), ("random", responders)):
         answers = answers.astype(np.float64)
-        stats = lz(irt, answers, items)  # NaN (all right or all wrong): not flagged
+        stats = lz(irt, answers, items)
+        stats = stats[np.isfinite(stats)]
         for rule, threshold in thresholds.items():
-            flagged[f"{kind}_{rule}"] = float(np.mean(np.isfinite(stats) & (stats < threshold)))
+            flagged[f"{kind}_{rule}"] = float(np.mean(stats < threshold))
         fits = person_fit(
             irt, answers, items, rates, lz_threshold=spec.lz_threshold, alpha=spec.alpha
         )

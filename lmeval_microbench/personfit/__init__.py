@@ -42,7 +42,7 @@ from .bundles import (
     lowest_score,
 )
 from .held_out import held_out_lz
-from .rule import PersonFit, person_fit, widen_for_fit
+from .rule import PersonFit, one_sided, person_fit, widen_for_fit
 from .statistics import (
     CHANCE_FLOOR,
     DEFAULT_ALPHA,
@@ -83,6 +83,7 @@ __all__ = [
     "held_out_lz",
     "lowest_score",
     "lz",
+    "one_sided",
     "person_fit",
     "population_floor",
     "widen_for_fit",

@@ -21,7 +21,8 @@ from .statistics import DEFAULT_ALPHA, DEFAULT_LZ_THRESHOLD, DEFAULT_SIMULATIONS
 class PersonFit:
     """Person fit of one model's answers to a bundle's IRT parameters.
 
-    ``misfit``: l_z below ``lz_threshold`` (the pattern is unlike the source models').
+    ``misfit``: l_z below ``lz_threshold`` (the pattern is unlike the source models'), for a
+    pattern with right and wrong answers (:func:`one_sided` patterns are not judged).
     ``guessing``: guessing not rejected (``guess_p_value >= alpha`` and ``score_p_value >=
     alpha``): the answers are indistinguishable from a random responder's. ``reason`` is
     empty when neither holds.
@@ -77,9 +78,10 @@ def person_fit(
     stats = lz(params, values, item_ids)
     test = guessing_test(params, values, item_ids, chance, n_simulations=n_simulations, seed=seed)
     n_scored = (~np.isnan(values)).sum(axis=1)
+    judged = ~one_sided(values)
     results = []
     for k in range(values.shape[0]):
-        misfit = bool(np.isfinite(stats[k]) and stats[k] < lz_threshold)
+        misfit = bool(judged[k] and np.isfinite(stats[k]) and stats[k] < lz_threshold)
         guessing = bool(
             np.isfinite(test.p_value[k])
             and test.p_value[k] >= alpha
@@ -112,6 +114,20 @@ def person_fit(
             )
         )
     return results
+
+
+def one_sided(values: np.ndarray) -> np.ndarray:
+    """Rows whose scored answers are all right or all wrong. The misfit check does not judge
+    them: such a pattern has no order of right and wrong answers to compare with the items'
+    difficulty, and its l_z* is a number the ability prior makes (a model that answered every
+    item of a small IFEval bundle right was warned that its "right and wrong answers do not
+    follow item difficulty"). All wrong stays the guessing test's to judge. The threshold is
+    still calibrated on every source's l_z*: leaving such sources out there moved the shipped
+    bundles' thresholds and, with 10 sources, left too few to calibrate on."""
+    scored = ~np.isnan(values)
+    low = np.where(scored, values, np.inf).min(axis=1)
+    high = np.where(scored, values, -np.inf).max(axis=1)
+    return (low == high) & np.isin(high, (0.0, 1.0))
 
 
 def widen_for_fit(

@@ -64,8 +64,7 @@ def lz(
     prior_sd: float = 1.0,
     theta: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Person-fit statistic of each row of ``values`` (m, n) -> (m,); NaN with < 2 items scored
-    or with every scored answer right or every one wrong (:func:`_one_sided`).
+    """Person-fit statistic of each row of ``values`` (m, n) -> (m,); NaN with < 2 items scored.
 
     ``corrected=False`` gives Drasgow's l_z = (l0 - E l0) / sd(l0) at the estimated ability,
     with l0 = sum y log P + (1 - y) log(1 - P) over the scored items. ``corrected=True`` gives
@@ -111,18 +110,8 @@ def lz(
         variance = np.sum(pq * w_tilde**2, axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = numerator / np.sqrt(variance)
-    out[(observed.sum(axis=1) < 2) | ~(variance > 1e-12) | _one_sided(values)] = np.nan
+    out[(observed.sum(axis=1) < 2) | ~(variance > 1e-12)] = np.nan
     return out
-
-
-def _one_sided(values: np.ndarray) -> np.ndarray:
-    """Rows whose scored answers are all right or all wrong: such a pattern has no order of
-    right and wrong answers to judge (the ability estimate is a prior's pull, not the data's),
-    so l_z* says nothing about it; all-wrong is the guessing test's to judge."""
-    scored = ~np.isnan(values)
-    low = np.where(scored, values, np.inf).min(axis=1)
-    high = np.where(scored, values, -np.inf).max(axis=1)
-    return (low == high) & np.isin(high, (0.0, 1.0))
 
 
 def _solve_rows(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
