@@ -306,6 +306,6 @@ class TopBand:
         quantiles = {float(k): quantiles_from_json(v, "top band") for k, v in found}
         if not marks or list(marks) != sorted(set(marks)):
             raise InputError("top band: n_items must be increasing checkpoints")
-        if any(q.shape != (len(marks),) or not np.all(q >= 0) for q in quantiles.values()):
+        if any(q.shape != (len(marks),) for q in quantiles.values()):  # >= 0: quantiles_from_json
             raise InputError(f"top band: quantiles must be {len(marks)} distances >= 0 per level")
         return cls(marks, quantiles)
