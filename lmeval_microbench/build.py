@@ -81,6 +81,7 @@ def build_bundle(
     chance: float | Mapping[ItemId, float] | None = None,
     choice: Mapping[str, Any] | None = None,
     audit: int = 0,
+    progress: bool = True,
 ) -> Bundle:
     """Select ``budget`` items with ``method`` and fit the estimators on ``source``.
 
@@ -103,6 +104,7 @@ def build_bundle(
     calibrated on out-of-fold estimates whose folds re-selected the items
     (:func:`.crossfit.selection_cross_fit`). ``audit`` items of the budget are a random
     sample of the items the method left out (:func:`.selection.select_with_audit`).
+    ``progress`` False hides the progress bars (``microbench build --quiet``).
     """
     names = list(estimators) if estimators else default_names(default_estimator, budget)
     if default_estimator is not None and default_estimator not in names:
@@ -120,7 +122,9 @@ def build_bundle(
     )
     if cross_fits and cross_fit_folds(source.n_models) == 0:
         _note_not_cross_fitted(method, source)
-    person_fit = build_spec(source, subset.item_ids, target, chance, irt_model=irt_model, seed=seed)
+    person_fit = build_spec(
+        source, subset.item_ids, target, chance, irt_model=irt_model, seed=seed, progress=progress
+    )
     fitted = []
     draws = inflation_draws(  # the partial runs every estimator's inflation is measured on
         irt.subset(list(subset.item_ids)),
@@ -129,7 +133,9 @@ def build_bundle(
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for estimator_name in tqdm(names, desc="fitting estimators", leave=False):
+        for estimator_name in tqdm(
+            names, desc="fitting estimators", leave=False, disable=not progress
+        ):
             estimator = make_estimator(estimator_name).fit(
                 source, subset, target, irt=irt, cross_fit=cross_fits.get(estimator_name)
             )

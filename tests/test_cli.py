@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -299,3 +300,18 @@ def test_estimate_from_runs_says_why_a_bundle_without_task_matches_none(
     assert f"no run of bundle {name!r}" in err[0]
     assert "was built without --task" in err[0] and "estimate from a response matrix" in err[0]
     assert "Traceback" not in err[0]
+
+
+def test_build_quiet_hides_every_progress_bar(matrix_file, tmp_path, capsys):
+    """``--quiet`` silences the bars of the automatic choice, the person-fit folds and the
+    estimator fits (a build in a CI log); the choice's table and the summary stay."""
+    argv = ["build", "--responses", str(matrix_file), "--benchmark", "toy", "--budget", "10"]
+    argv += ["--default-estimator", "anchor", "--estimators", "anchor"]
+    bars = ("auto", "person-fit folds", "fitting estimators")
+    assert main([*argv, "--out", str(tmp_path / "loud")]) == 0
+    loud = capsys.readouterr()
+    assert all(re.search(rf"{bar}:\s+\d+%\|", loud.err) for bar in bars)
+    assert main([*argv, "--out", str(tmp_path / "quiet"), "--quiet"]) == 0
+    quiet = capsys.readouterr()
+    assert "%|" not in quiet.err  # tqdm's bar
+    assert "| candidate |" in quiet.err and json.loads(quiet.out)["items"] == 10

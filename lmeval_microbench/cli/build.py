@@ -22,6 +22,7 @@ from ._options import (
     METHODS,
     add_irt_model,
     add_out,
+    add_quiet,
     add_responses,
     add_seed,
     chance_level,
@@ -82,6 +83,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         required=True,
     )
     add_seed(parser)
+    add_quiet(parser)
     _add_task_options(parser.add_argument_group("an lm-eval task folder (--task)"))
     parser.set_defaults(run=run)
 
@@ -354,6 +356,7 @@ def _resolve_recipe(
         audit=args.audit,
         outer_repeats=args.nested_folds,
         extrapolation=args.new_models == "any",
+        progress=not args.quiet,
     )
     print("\n".join(choice.table_lines()), file=sys.stderr)
     if estimators is not None and choice.estimator not in estimators:
@@ -390,6 +393,7 @@ def _build(
         chance=args.chance,
         choice=recipe.record,
         audit=args.audit,
+        progress=not args.quiet,
     )
 
 

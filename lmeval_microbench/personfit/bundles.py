@@ -52,6 +52,7 @@ def build_spec(
     seed: int = 0,
     quantile: float = BUILD_LZ_QUANTILE,
     alpha: float = DEFAULT_ALPHA,
+    progress: bool = True,
 ) -> PersonFitSpec:
     """The ``person_fit`` block of a bundle, from its source models' answers on ``item_ids``.
 
@@ -67,12 +68,13 @@ def build_spec(
     :data:`FLOOR_SHARE` of source models, and as chance score those models' mean full score
     (``chance_from = "weakest_sources"``: the check widens intervals to that score but moves
     no estimate). A mapping whose subset items share one level is stored as that one number.
+    ``progress`` False hides the bar of the held-out folds.
     """
     ids = list(item_ids)
     values = source.values[:, source.item_positions(ids)]
     per_item, score, chance_rule = _build_chance(values, ids, target, chance)
     threshold, lz_rule = _lz_threshold(
-        held_out_lz(source, ids, irt_model=irt_model, seed=seed), quantile
+        held_out_lz(source, ids, irt_model=irt_model, seed=seed, progress=progress), quantile
     )
     chance_from = "weakest_sources" if chance is None else "given"
     return PersonFitSpec(threshold, alpha, per_item, score, chance_rule, lz_rule, chance_from)

@@ -38,6 +38,7 @@ def held_out_lz(
     *,
     irt_model: str = "2pl",
     seed: int = 0,
+    progress: bool = True,
 ) -> np.ndarray:
     """l_z* of every source model on ``item_ids`` under an IRT fitted without it, (models,).
 
@@ -50,7 +51,7 @@ def held_out_lz(
     fold_of = np.random.default_rng(seed).permutation(n_models) % n_folds
     positions = source.item_positions(ids)
     stats = np.full(n_models, np.nan)
-    for fold in tqdm(range(n_folds), desc="person-fit folds", leave=False):
+    for fold in tqdm(range(n_folds), desc="person-fit folds", leave=False, disable=not progress):
         held = fold_of == fold
         kept = [model for model, out in zip(source.model_ids, held, strict=True) if not out]
         irt = fit_source_irt(source.select_models(kept), model=irt_model, seed=seed)
