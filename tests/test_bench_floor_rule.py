@@ -26,7 +26,7 @@ def weakest_fifth():
     from lmeval_microbench.adaptive.simulate import replay
     from lmeval_microbench.synthetic import random_item_params, simulate_responses
 
-    matrix, _ = simulate_responses(random_item_params(24, seed=3), 200, seed=4)
+    matrix, _ = simulate_responses(random_item_params(24, seed=3), 200, seed=7)
     truth = matrix.mean_scores()
     weak, strong = np.split(np.argsort(truth), [40])
     ids = np.asarray(matrix.model_ids)

@@ -39,8 +39,8 @@ from bench_adaptive import load_benchmark
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.adaptive.bands import ABOVE
-from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, fold_params, share_errors
-from lmeval_microbench.adaptive.calibrate import fold_run
+from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, share_errors
+from lmeval_microbench.adaptive.calibrate import fold_params, fold_run
 from lmeval_microbench.adaptive.pool import ability_edges, fit_adaptive_state
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay

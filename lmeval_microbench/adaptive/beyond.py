@@ -34,29 +34,20 @@ no move.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from .._types import ItemId
-from ..build import fit_source_irt
+from ..errors import FewSourcesWarning
 from ..irt.params import ItemParams
-from ..responses import ResponseMatrix
 from .bands import ABOVE, beyond_edge
 from .calibrate import CHOICE_ITEMS, FoldRun, checkpoint_states
 from .scoring import ScoreMap
 
 TOWARD_CANDIDATES = tuple(round(0.1 * k, 1) for k in range(11))
 """Shares of the way from the estimate to the reading a pool chooses among (0: no move)."""
-
-
-def fold_params(
-    source: ResponseMatrix, fit_on: np.ndarray, seed: int, items: Sequence[ItemId]
-) -> ItemParams:
-    """Item parameters fitted on the ``fit_on`` source models only (mask), in pool order."""
-    kept = [m for m, k in zip(source.model_ids, fit_on, strict=True) if k]
-    return fit_source_irt(source.select_models(kept), seed=seed).subset(list(items))
 
 
 def share_errors(
@@ -104,3 +95,22 @@ def choose_toward(
     return TOWARD_CANDIDATES[best], {
         str(share): float(e) for share, e in zip(TOWARD_CANDIDATES, errors, strict=True)
     }
+
+
+def warn_without_upward_folds(score_map: ScoreMap, n_sources: int) -> None:
+    """Warn where the pool has no upward fold (its strongest fifth held fewer than
+    :data:`.pool.MIN_FOLD_MODELS` models, under 48 sources): no side band, top band or move
+    chosen on models beyond the sources, only the reach of the IRT-free reading
+    (:meth:`.scoring.ScoreMap.with_pool_reach`) keeps their intervals honest, and their
+    estimates stay near the strongest source."""
+    if any(side.side == ABOVE for side in score_map.sides):
+        return
+    warnings.warn(
+        f"adaptive pool of {n_sources} source models: too few to replay its strongest fifth "
+        "(from 48 on), so a model stronger than every source gets a wide interval and an "
+        "estimate held near the strongest source (IFEval, 25 sources, strongest fifth held "
+        "out: 12.5 points off at 50 items, the static build 4.6; bench/adaptive_sources.md); "
+        "for such a model use a static micro task (microbench build)",
+        FewSourcesWarning,
+        stacklevel=3,
+    )

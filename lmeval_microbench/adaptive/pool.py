@@ -27,13 +27,12 @@ from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.ceiling import open_above
 from ..outside.folds import DOWN, UP, directed_folds
-from ..outside.guard import REACH_Z
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from ..truth import is_matrix_mean
 from .bands import ABOVE, BELOW, SIDE_EDGES, TopBand, run_placement
-from .beyond import choose_toward, fold_params
+from .beyond import choose_toward, warn_without_upward_folds
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
 from .scoring import RATES_KEYS, ScoreMap, checkpoints_for
@@ -47,6 +46,9 @@ POOL_METHOD = "pool"
 SCORE_ESTIMATOR = "kridge"
 """Estimator of a pool: the score map of adaptive runs and the default of static runs."""
 CALIBRATION_FOLDS = 3
+FOLD_IRT_BELOW = 200
+"""Fewer sources: each cross-fitted fold replays on item parameters fitted without its models
+(:func:`.calibrate.fold_run`); on 278 or 2,000+ sources 0.85-0.97 held without (adaptive.md)."""
 MIN_FOLD_MODELS = 10
 """Fewer models on a side than this: no directed folds there (too few to say anything)."""
 SIDE_OF = {DOWN: BELOW, UP: ABOVE}
@@ -175,7 +177,7 @@ def fit_adaptive_state(
     Each fold of source models is replayed (max-information selection, one item per step) to
     the whole pool with the score estimator fitted on the other folds, so its residuals are
     those of models the regression has not seen. The IRT parameters come from all source
-    models (refitting them per fold changed little and costs a fit per fold).
+    models, refitted per fold under :data:`FOLD_IRT_BELOW` sources.
 
     Directed folds add the models outside the sources, as the static guard's do
     (:func:`~lmeval_microbench.outside.folds.directed_folds`): the weakest fifth of the sources
@@ -205,8 +207,10 @@ def fit_adaptive_state(
         list(source.item_ids)
     )
     fold_of = np.random.default_rng(seed).permutation(source.n_models) % folds
+    refit = seed if source.n_models < FOLD_IRT_BELOW else None
     inside = [
-        fold_run(source, truth, values, params, fold_of == fold, estimator) for fold in range(folds)
+        fold_run(source, truth, values, params, fold_of == k, estimator, refit_seed=refit)
+        for k in range(folds)
     ]
     directed = _directed_runs(source, truth, values, params, estimator)
     kinds = {"inside": inside, **{SIDE_OF[d]: runs for d, runs in directed.items()}}
@@ -229,7 +233,8 @@ def fit_adaptive_state(
         if whole
         else (0.0, {})
     )
-    score_map = score_map.with_toward(toward).with_reach(0.0 if whole else REACH_Z)
+    score_map = score_map.with_toward(toward).with_pool_reach(whole)
+    warn_without_upward_folds(score_map, source.n_models)
     calibration = {
         "selector": MaxInfoSelector.name,
         "batch": 1,
@@ -308,7 +313,7 @@ def _upward_refits(
     seed: int,
 ) -> list[FoldRun]:
     """The upward folds replayed on item parameters refitted on each fold's training models
-    (:func:`.beyond.fold_params`), with the ability edge above those models: what a model
+    (:func:`.calibrate.fold_params`), with the ability edge above those models: what a model
     beyond the sources meets, to choose the move towards the reading. Not for the side bands:
     built from these, IFEval's strongest fifth held out got 90 % intervals 95 points wide (43
     with the pool's IRT) at the same coverage (0.97-0.99; ``tools/bench_adaptive.py`` on that
@@ -318,9 +323,8 @@ def _upward_refits(
         if direction != UP:
             continue
         held, fit_on = (np.isin(np.arange(source.n_models), rows) for rows in (test, train))
-        fold_irt = fold_params(source, fit_on, seed, params.item_ids)
-        run = fold_run(source, truth, values, fold_irt, held, estimator, fit_on)
-        runs.append(replace(run, above_edge=ability_edges(fold_irt, values[fit_on])[ABOVE]))
+        run = fold_run(source, truth, values, params, held, estimator, fit_on, refit_seed=seed)
+        runs.append(replace(run, above_edge=ability_edges(run.params, values[fit_on])[ABOVE]))
     return runs
 
 
@@ -442,13 +446,13 @@ def with_floor(bundle: Bundle) -> Bundle:
 
 
 def with_upper_reach(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with the upper reach of its spans (:data:`..outside.guard.REACH_Z`) where
-    its target is not the sources' mean over the pool items (``source`` and ``truth``: what it
-    was built from), refitting nothing: for pools saved before the reach. Its bands were
-    fitted on spans without it, and it only ever widens a span."""
+    """The pool ``bundle`` with the upper reach :meth:`.scoring.ScoreMap.with_pool_reach` gives
+    (``source`` and ``truth``: what it was built from), refitting nothing: for pools
+    saved before the reach. Its bands were fitted on spans without it, and it only ever
+    widens a span."""
     pool, values = _pool_and_answers(bundle, source)
     whole = is_matrix_mean(values, truth)
-    score_map = pool.state.score_map.with_reach(0.0 if whole else REACH_Z)
+    score_map = pool.state.score_map.with_pool_reach(whole)
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 
 

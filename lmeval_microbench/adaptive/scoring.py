@@ -42,7 +42,8 @@ already: GSM8K's 1.00 at 17-39 points, was 0.90 at 11-25). Only where the target
 sources' mean over the pool items (the v1 pools): there the reading goes through the same map as
 the estimate and regresses with it. On a whole benchmark the unraised reading already errs above a
 model beyond the sources, and the reach only widened (MuSR's random splits 14-23 -> 20-40 points at
-10-50 items, the same coverage), so :func:`.pool.fit_adaptive_state` leaves it out there. On
+10-50 items, the same coverage), so it is left out there where upward folds exist
+(:meth:`ScoreMap.with_pool_reach`). On
 whole-benchmark pools the estimate itself moves part of the way to the reading where the reading
 lies above every source, as far as the pool's upward folds chose (:mod:`.beyond`).
 
@@ -91,6 +92,7 @@ from ..errors import InputError
 from ..estimators import make_estimator
 from ..estimators.base import ScoreEstimator
 from ..irt.params import ItemParams
+from ..outside.guard import REACH_Z
 from ..responses import ResponseMatrix
 from ..subset import Subset
 from .bands import ABOVE, BELOW, Band, SideBands, TopBand, at_checkpoint, fit_bands, rounded
@@ -463,6 +465,17 @@ class ScoreMap:
         if z and (self.rates is None or self.truth_range is None):
             raise InputError("upper_reach needs the pool's source_rates and source_range")
         return replace(self, reach=z)
+
+    def with_pool_reach(self, whole: bool) -> ScoreMap:
+        """The map with its pool's reach: :data:`..outside.guard.REACH_Z`, but none where the
+        target is the sources' mean over the pool items (``whole``) and upward side bands exist
+        (see the module). Without them (fewer than 48 sources) the reach is what a run beyond
+        the sources has: pools of 25 sources held 0.17-0.32 of TruthfulQA's strongest fifth
+        at 10-50 items without it and 0.67-0.98 with it, MMLU's 0.49-0.82 and 0.99-1.00; random
+        splits at most 14 points wider (MuSR at 10 items;
+        ``bench/adaptive_sources_fold_irt_only.md`` -> ``bench/adaptive_sources.md``)."""
+        upper = any(side.side == ABOVE for side in self.sides)
+        return self.with_reach(0.0 if whole and upper else REACH_Z)
 
     def reach_to_dict(self) -> dict[str, Any]:
         """The upper reach for the pool state (empty: none)."""

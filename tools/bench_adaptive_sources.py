@@ -1,0 +1,214 @@
+"""Adaptive pools from few source models, beside the static default: bench/adaptive_sources.*.
+
+``adaptive build`` accepts 15 source models or more, and a static ``build`` 10. The adaptive
+reports (``bench/adaptive.md``) fit their pools on every leaderboard model; this script fits
+them on the peer suite's sub-sampled populations (25, 50 and 100 source models, the same splits
+as ``tools/bench_peers.py``: 20 % of the models held out at random or the strongest 20 %,
+sources drawn from the rest) and replays the held-out models adaptively
+(:func:`lmeval_microbench.adaptive.evaluate.estimate_targets`: the pool's IRT, score map and
+bands fitted on the sources, max-information selection, no person-fit check). Beside each
+cell: the static default (``microbench build`` then ``estimate``, 50 items) and the best
+benchpred method of that cell, both read from ``bench/peers.json`` (the same split).
+
+Under 48 source models the directed folds of a pool hold fewer than 10 models and it fits no
+side bands, top band or move towards the IRT-free reading (``adaptive/pool.py``): this is
+where that shows.
+
+    python tools/bench_adaptive_sources.py --jobs 2          # about 3 minutes on 2 idle cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from peer_cells import DATA, V1, V2, Cell, require_data, split_cell
+from tqdm.auto import tqdm
+from worker_pool import worker_pool
+
+from lmeval_microbench._io import write_json_atomic, write_text_if_changed
+from lmeval_microbench.adaptive.evaluate import estimate_targets
+
+REPO = Path(__file__).resolve().parents[1]
+POPULATIONS = ("25", "50", "100")
+PROTOCOLS = ("random", "extrapolation")
+ITEMS = (10, 25, 50)
+STATIC_BUDGET = 50
+"""The peer suite's population cells are built at this budget only."""
+
+
+def cells(v2_seeds: int, v1_seeds: int) -> list[Cell]:
+    """Every (matrix, population, protocol, seed) cell, at the peer suite's budget of 50."""
+    seeds = {**{m: v2_seeds for m in V2}, **{m: v1_seeds for m in V1}}
+    return [
+        Cell(matrix, population, protocol, STATIC_BUDGET, seed)
+        for matrix in (*V2, *V1)
+        for population in POPULATIONS
+        for protocol in PROTOCOLS
+        for seed in range(seeds[matrix])
+    ]
+
+
+def measure(cell: Cell) -> dict[str, Any]:
+    """MAE, bias (points), 90 % coverage and width of the adaptive runs of one cell's
+    held-out models after each of :data:`ITEMS` items."""
+    source, target, source_truth, target_truth = split_cell(cell, DATA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = estimate_targets(source, source_truth, target, ITEMS, seed=cell.seed)
+    out: dict[str, Any] = {"key": cell.key, "sources": source.n_models, "adaptive": {}}
+    for n, (value, lower, upper) in found.items():
+        error = value - target_truth
+        out["adaptive"][str(n)] = {
+            "mae": float(100 * np.mean(np.abs(error))),
+            "bias": float(100 * np.mean(error)),
+            "coverage": float(np.mean((lower <= target_truth) & (target_truth <= upper))),
+            "width": float(100 * np.mean(upper - lower)),
+        }
+    return out
+
+
+def static_of(peers: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per cell key: the static default's metrics and the best benchpred method's MAE."""
+    out = {}
+    for cell in peers["cells"]:
+        methods = cell["methods"]
+        if "ours" not in methods:
+            continue
+        peer = {k: v["mae"] for k, v in methods.items() if not k.startswith("ours")}
+        best = min(peer, key=peer.get) if peer else None
+        out[cell["key"]] = {
+            "ours": methods["ours"],
+            "best_peer": best,
+            "best_peer_mae": peer.get(best) if best else None,
+        }
+    return out
+
+
+def summary(rows: list[dict[str, Any]], static: dict[str, dict[str, Any]]) -> list[dict]:
+    """Per matrix, population and protocol: adaptive at each item count (mean over seeds),
+    the static default and the best peer at 50 items on the same splits."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        matrix, population, protocol, _, _ = row["key"].split("/")
+        groups.setdefault((matrix, population, protocol), []).append(row)
+    out = []
+    for (matrix, population, protocol), members in groups.items():
+        entry: dict[str, Any] = {
+            "matrix": matrix,
+            "population": population,
+            "protocol": protocol,
+            "seeds": len(members),
+        }
+        for n in ITEMS:
+            for metric in ("mae", "bias", "coverage", "width"):
+                entry[f"{metric}_{n}"] = float(
+                    np.mean([r["adaptive"][str(n)][metric] for r in members])
+                )
+            entry[f"min_coverage_{n}"] = float(
+                np.min([r["adaptive"][str(n)]["coverage"] for r in members])
+            )
+        found = [static[r["key"]] for r in members if r["key"] in static]
+        if found:
+            entry["static_mae"] = float(np.mean([s["ours"]["mae"] for s in found]))
+            entry["static_coverage"] = float(np.mean([s["ours"]["coverage"] for s in found]))
+            entry["static_width"] = float(np.mean([s["ours"]["width"] for s in found]))
+            entry["best_peer_mae"] = float(np.mean([s["best_peer_mae"] for s in found]))
+            entry["static_seeds"] = len(found)
+        out.append(entry)
+    return out
+
+
+def markdown(groups: list[dict[str, Any]], info: dict[str, Any]) -> str:
+    lines = [
+        "# Adaptive pools from few source models, beside the static default",
+        "",
+        f"Generated by `{info['command']}` in {info['minutes']:.1f} min (load average "
+        f"{info['load_average'][0]:.1f} -> {info['load_average'][1]:.1f}, 2 shared cores).",
+        "",
+        "The peer suite's population cells (`tools/peer_cells.py`: 20 % of the models held "
+        "out at random or the strongest 20 %, the sources drawn from the rest; v2 seeds "
+        f"{info['v2_seeds']}, v1 seeds {info['v1_seeds']}). `adaptive k`: the pool fitted on "
+        "the sources, each held-out model replayed adaptively for k items "
+        "(`adaptive.evaluate.estimate_targets`); MAE in points, cov: share of 90 % intervals "
+        "holding the true score (mean over seeds; min: the lowest seed), width in points. "
+        "`static 50`: the static default on the same splits at 50 items and the best "
+        "benchpred method there, from `bench/peers.json` (its seeds where it has them: the "
+        "count is in `static seeds`).",
+        "",
+        "| matrix | sources | protocol | adaptive 10: MAE / cov (min) / width | adaptive 25 "
+        "| adaptive 50 | static 50: MAE / cov / width | best peer 50 | static seeds |",
+        "|---|---:|---|---|---|---|---|---:|---:|",
+    ]
+    for g in groups:
+        cols = [
+            f"{g[f'mae_{n}']:.2f} / {g[f'coverage_{n}']:.2f} ({g[f'min_coverage_{n}']:.2f}) / "
+            f"{g[f'width_{n}']:.1f}"
+            for n in ITEMS
+        ]
+        if "static_mae" in g:
+            static = f"{g['static_mae']:.2f} / {g['static_coverage']:.2f} / {g['static_width']:.1f}"
+            peer, seeds = f"{g['best_peer_mae']:.2f}", str(g["static_seeds"])
+        else:
+            static, peer, seeds = "-", "-", "0"
+        lines.append(
+            f"| {g['matrix']} | {g['population']} | {g['protocol']} | {' | '.join(cols)} | "
+            f"{static} | {peer} | {seeds} |"
+        )
+    lines += ["", *_findings(groups), ""]
+    return "\n".join(lines)
+
+
+def _findings(groups: list[dict[str, Any]]) -> list[str]:
+    """Counts a reader would otherwise add up: cells whose coverage falls under 0.85."""
+    out = []
+    for population in POPULATIONS:
+        mine = [g for g in groups if g["population"] == population]
+        for n in ITEMS:
+            low = [f"{g['matrix']} {g['protocol']}" for g in mine if g[f"coverage_{n}"] < 0.85]
+            named = f" ({', '.join(low)})" if low else ""
+            out.append(
+                f"- {population} sources, {n} items: mean coverage under 0.85 in "
+                f"{len(low)} of {len(mine)} matrix x protocol groups{named}"
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--v2-seeds", type=int, default=3)
+    parser.add_argument("--v1-seeds", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
+    parser.add_argument("--out", type=Path, default=REPO / "bench")
+    args = parser.parse_args(argv)
+    require_data(DATA)
+    load_start, start = os.getloadavg()[0], time.time()
+    todo = cells(args.v2_seeds, args.v1_seeds)
+    with worker_pool(args.jobs) as pool:
+        rows = list(tqdm(pool.map(measure, todo), total=len(todo), desc="cells"))
+    static = static_of(json.loads(args.peers.read_text()))
+    groups = summary(rows, static)
+    info = {
+        "command": "python tools/bench_adaptive_sources.py " + " ".join(sys.argv[1:]),
+        "minutes": (time.time() - start) / 60,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+        "v2_seeds": list(range(args.v2_seeds)),
+        "v1_seeds": list(range(args.v1_seeds)),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out / "adaptive_sources.json", {"info": info, "rows": rows})
+    write_text_if_changed(args.out / "adaptive_sources.md", markdown(groups, info))
+    print(markdown(groups, info))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
