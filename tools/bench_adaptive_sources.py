@@ -83,12 +83,10 @@ def static_of(peers: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if "ours" not in methods:
             continue
         peer = {k: v["mae"] for k, v in methods.items() if not k.startswith("ours")}
-        best = min(peer, key=peer.get) if peer else None
-        out[cell["key"]] = {
-            "ours": methods["ours"],
-            "best_peer": best,
-            "best_peer_mae": peer.get(best) if best else None,
-        }
+        if not peer:  # a cell of our methods alone has no peer to stand beside
+            continue
+        best = min(peer, key=peer.get)
+        out[cell["key"]] = {"ours": methods["ours"], "best_peer": best, "best_peer_mae": peer[best]}
     return out
 
 

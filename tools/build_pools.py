@@ -109,8 +109,8 @@ def add_floor(folder: Path) -> None:
 
 
 def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
-    """Add the upper reach of the spans to a shipped pool whose target is not its sources'
-    mean over its items, refitting nothing
+    """Add the upper reach of the spans to a shipped pool where its rule gives one (a target
+    that is not its sources' mean over its items, or no upward fold), refitting nothing
     (:func:`~lmeval_microbench.adaptive.pool.with_upper_reach`)."""
     bundle = with_upper_reach(load_bundle(folder), source, truth)
     save_bundle(bundle, folder, overwrite=True)

@@ -19,11 +19,11 @@ The folds can only choose if they show what a new model meets: an ability scale 
 without it. Item parameters fitted on every source, the held-out strongest fifth included,
 read that fifth well (IFEval: 3.1-3.9 points at 10-50 items) and the reading badly, so the
 folds chose no move at all, while the leaderboard's strongest fifth held out gained 3-4 points
-from a move half-way. Refitted on each fold's own training models (:func:`fold_params`), the
-four-fifths fold erred 5.3-7.3 points with no move and 3.7-7.2 at its best share, 0.2, as the
-held-out fifth does (``bench/adaptive_toward.md``). So on whole-benchmark pools the upward
-folds that choose the move get their own IRT fit (:func:`.pool.fit_adaptive_state`); the side
-bands keep the pool's.
+from a move half-way. Refitted on each fold's own training models
+(:func:`.calibrate.fold_params`), the four-fifths fold erred 5.3-7.3 points with no move and
+3.7-7.2 at its best share, 0.2, as the held-out fifth does (``bench/adaptive_toward.md``). So
+on whole-benchmark pools the upward folds that choose the move get their own IRT fit
+(:func:`.pool.fit_adaptive_state`); the side bands keep the pool's.
 
 Only where the pool's target is the source models' mean over its items (a whole benchmark,
 :func:`..truth.is_matrix_mean`): there the reading of a model's own answers needs

@@ -48,7 +48,7 @@ SCORE_ESTIMATOR = "kridge"
 CALIBRATION_FOLDS = 3
 FOLD_IRT_BELOW = 200
 """Fewer sources: each cross-fitted fold replays on item parameters fitted without its models
-(:func:`.calibrate.fold_run`); on 278 or 2,000+ sources 0.85-0.97 held without (adaptive.md)."""
+(:func:`.calibrate.fold_run`); random splits of 278 or 2,000+ held 0.85-0.97 without them."""
 MIN_FOLD_MODELS = 10
 """Fewer models on a side than this: no directed folds there (too few to say anything)."""
 SIDE_OF = {DOWN: BELOW, UP: ABOVE}
