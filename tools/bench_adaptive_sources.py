@@ -203,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out / "adaptive_sources.json", {"info": info, "rows": rows})
-    write_text_if_changed(args.out / "adaptive_sources.md", markdown(groups, info))
-    print(markdown(groups, info))
+    text = markdown(groups, info)
+    write_text_if_changed(args.out / "adaptive_sources.md", text)
+    print(text)
     return 0
 
 

@@ -103,7 +103,7 @@ def warn_without_upward_folds(score_map: ScoreMap, n_sources: int) -> None:
     chosen on models beyond the sources, only the reach of the IRT-free reading
     (:meth:`.scoring.ScoreMap.with_pool_reach`) keeps their intervals honest, and their
     estimates stay near the strongest source."""
-    if any(side.side == ABOVE for side in score_map.sides):
+    if score_map.has_upward_folds:
         return
     warnings.warn(
         f"adaptive pool of {n_sources} source models: too few to replay its strongest fifth "

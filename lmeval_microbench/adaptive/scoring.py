@@ -474,8 +474,12 @@ class ScoreMap:
         at 10-50 items without it and 0.67-0.98 with it, MMLU's 0.49-0.82 and 0.99-1.00; random
         splits at most 14 points wider (MuSR at 10 items;
         ``bench/adaptive_sources_fold_irt_only.md`` -> ``bench/adaptive_sources.md``)."""
-        upper = any(side.side == ABOVE for side in self.sides)
-        return self.with_reach(0.0 if whole and upper else REACH_Z)
+        return self.with_reach(0.0 if whole and self.has_upward_folds else REACH_Z)
+
+    @property
+    def has_upward_folds(self) -> bool:
+        """Whether the pool replayed its strongest sources as a fold (side bands above)."""
+        return any(side.side == ABOVE for side in self.sides)
 
     def reach_to_dict(self) -> dict[str, Any]:
         """The upper reach for the pool state (empty: none)."""
