@@ -338,7 +338,8 @@ def test_ability_edges_added_to_an_older_pool_are_the_ones_a_build_fits(pool):
     edges a build fits; another matrix is refused."""
     from dataclasses import replace
 
-    from lmeval_microbench.adaptive.pool import ADAPTIVE, with_ability_edges
+    from lmeval_microbench.adaptive.pool import ADAPTIVE
+    from lmeval_microbench.adaptive.refresh import with_ability_edges
     from lmeval_microbench.bundle import EstimatorSpec
 
     state = pool_state(pool).state

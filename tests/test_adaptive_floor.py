@@ -19,9 +19,9 @@ from lmeval_microbench.adaptive.pool import (
     AdaptiveState,
     estimate_pool,
     fit_adaptive_state,
-    with_floor,
 )
 from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+from lmeval_microbench.adaptive.refresh import with_floor
 from lmeval_microbench.adaptive.scoring import FLOOR_TEST_MARGIN
 from lmeval_microbench.adaptive.selection import MaxInfoSelector
 from lmeval_microbench.adaptive.simulate import replay

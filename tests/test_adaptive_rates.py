@@ -13,12 +13,8 @@ from test_adaptive_side_folds import coverage_of_targets, world
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.estimation import impute_from_rates
-from lmeval_microbench.adaptive.pool import (
-    ADAPTIVE,
-    AdaptiveState,
-    fit_adaptive_state,
-    with_source_rates,
-)
+from lmeval_microbench.adaptive.pool import ADAPTIVE, AdaptiveState, fit_adaptive_state
+from lmeval_microbench.adaptive.refresh import with_source_rates
 from lmeval_microbench.adaptive.scoring import RATES_KEYS
 from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.responses import ResponseMatrix

@@ -17,11 +17,8 @@ from scipy.special import expit
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.estimation import rates_raised
-from lmeval_microbench.adaptive.pool import (
-    ADAPTIVE,
-    AdaptiveState,
-    with_upper_reach,
-)
+from lmeval_microbench.adaptive.pool import ADAPTIVE, AdaptiveState
+from lmeval_microbench.adaptive.refresh import with_upper_reach
 from lmeval_microbench.adaptive.scoring import ScoreMap
 from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.outside.guard import REACH_Z

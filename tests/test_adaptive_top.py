@@ -18,11 +18,8 @@ from scipy.special import expit
 
 from lmeval_microbench.adaptive import build_pool, pool_state
 from lmeval_microbench.adaptive.bands import LEVELS, MIN_TOP_MODELS, TopBand
-from lmeval_microbench.adaptive.pool import (
-    ADAPTIVE,
-    AdaptiveState,
-    with_top_band,
-)
+from lmeval_microbench.adaptive.pool import ADAPTIVE, AdaptiveState
+from lmeval_microbench.adaptive.refresh import with_top_band
 from lmeval_microbench.errors import BundleError, InputError
 from lmeval_microbench.synthetic import random_item_params, simulate_responses
 

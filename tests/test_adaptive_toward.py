@@ -19,8 +19,8 @@ from lmeval_microbench.adaptive.beyond import TOWARD_CANDIDATES, choose_toward
 from lmeval_microbench.adaptive.pool import (
     ADAPTIVE,
     AdaptiveState,
-    _directed_runs,
     _upward_refits,
+    directed_runs,
     fit_adaptive_state,
 )
 from lmeval_microbench.adaptive.scoring import ScoreMap
@@ -104,7 +104,7 @@ def test_refitted_folds_replay_on_their_own_item_parameters():
     source, truth = _world()
     params, _ = fit_adaptive_state(source, truth)
     values = source.values
-    shared = _directed_runs(source, truth, values, params, "ridge")
+    shared = directed_runs(source, truth, values, params, "ridge")
     assert all(
         run.params is params and run.above_edge is None for r in shared.values() for run in r
     )

@@ -42,16 +42,15 @@ from build_openllm_v1 import (
 )
 
 from lmeval_microbench.adaptive import build_pool, pool_task_spec
-from lmeval_microbench.adaptive.pool import (
-    pool_person_fit,
-    pool_state,
+from lmeval_microbench.adaptive.pool import pool_person_fit, pool_state
+from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
+from lmeval_microbench.adaptive.refresh import (
     with_ability_edges,
     with_floor,
     with_source_rates,
     with_top_band,
     with_upper_reach,
 )
-from lmeval_microbench.adaptive.pool_task import SHIPPED_POOLS
 from lmeval_microbench.benchmarks import BENCHMARKS as REGISTRY
 from lmeval_microbench.benchmarks import SUITES
 from lmeval_microbench.bundle import Bundle, MetricSpec, load_bundle, save_bundle
@@ -82,7 +81,7 @@ def add_person_fit(folder: Path, source: ResponseMatrix, truth, chance) -> None:
 
 def add_ability_edges(folder: Path, source: ResponseMatrix) -> None:
     """Add the side bands' ability edges to a shipped pool, refitting nothing
-    (:func:`~lmeval_microbench.adaptive.pool.with_ability_edges`)."""
+    (:func:`~lmeval_microbench.adaptive.refresh.with_ability_edges`)."""
     bundle = with_ability_edges(load_bundle(folder), source)
     save_bundle(bundle, folder, overwrite=True)
     sides = pool_state(bundle).state.score_map.sides
@@ -92,7 +91,7 @@ def add_ability_edges(folder: Path, source: ResponseMatrix) -> None:
 
 def add_source_rates(folder: Path, source: ResponseMatrix, truth) -> None:
     """Add the IRT-free reading's inputs to a shipped pool, refitting nothing
-    (:func:`~lmeval_microbench.adaptive.pool.with_source_rates`)."""
+    (:func:`~lmeval_microbench.adaptive.refresh.with_source_rates`)."""
     bundle = with_source_rates(load_bundle(folder), source, truth)
     save_bundle(bundle, folder, overwrite=True)
     low, high = pool_state(bundle).state.score_map.truth_range
@@ -101,7 +100,7 @@ def add_source_rates(folder: Path, source: ResponseMatrix, truth) -> None:
 
 def add_floor(folder: Path) -> None:
     """Add the floor of runs below the sources to a shipped pool, from its person-fit block,
-    refitting nothing (:func:`~lmeval_microbench.adaptive.pool.with_floor`)."""
+    refitting nothing (:func:`~lmeval_microbench.adaptive.refresh.with_floor`)."""
     bundle = with_floor(load_bundle(folder))
     save_bundle(bundle, folder, overwrite=True)
     floor = pool_state(bundle).state.score_map.floor
@@ -111,7 +110,7 @@ def add_floor(folder: Path) -> None:
 def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
     """Add the upper reach of the spans to a shipped pool where its rule gives one (a target
     that is not its sources' mean over its items, or no upward fold), refitting nothing
-    (:func:`~lmeval_microbench.adaptive.pool.with_upper_reach`)."""
+    (:func:`~lmeval_microbench.adaptive.refresh.with_upper_reach`)."""
     bundle = with_upper_reach(load_bundle(folder), source, truth)
     save_bundle(bundle, folder, overwrite=True)
     reach = pool_state(bundle).state.score_map.reach
@@ -120,7 +119,8 @@ def add_upper_reach(folder: Path, source: ResponseMatrix, truth) -> None:
 
 def add_top_band(folder: Path, source: ResponseMatrix, truth) -> None:
     """Add the top band to a shipped pool, replaying only the upward folds it is chosen from
-    and refitting nothing of the pool (:func:`~lmeval_microbench.adaptive.pool.with_top_band`)."""
+    and refitting nothing of the pool
+    (:func:`~lmeval_microbench.adaptive.refresh.with_top_band`)."""
     bundle = with_top_band(load_bundle(folder), source, truth)
     save_bundle(bundle, folder, overwrite=True)
     top = pool_state(bundle).state.score_map.top

@@ -4,7 +4,8 @@ Roles, as in catsim: :mod:`.selection` (which items next), :mod:`.estimation` (a
 each answer), :mod:`.stopping` (when to stop), :mod:`.scoring` (ability and answers -> full
 score with an interval); :mod:`.engine` runs them as one loop, :mod:`.simulate` replays
 recorded answers through it, :mod:`.pool` builds and opens item pools (:mod:`.calibrate` fits
-their bands and imputation strength on replays of the source models), :mod:`.runner` asks a
+their bands and imputation strength on replays of the source models; :mod:`.refresh` gives a
+saved pool what later releases added, refitting nothing), :mod:`.runner` asks a
 real model through lm-eval, :mod:`.interleave` runs several benchmarks with one batch per step,
 :mod:`.runlog` keeps what a run did, and :mod:`.evaluate` measures
 pools on held-out models.

@@ -200,7 +200,7 @@ def fit_adaptive_state(
     to the IRT-free reading (:func:`_upward_refits`, :mod:`.beyond`).
     """
     _check_model_count(source, folds)
-    values = _complete(source)
+    values = complete_answers(source)
     truth = np.asarray(truth, dtype=np.float64)
     marks = checkpoints_for(source.n_items)
     params = (irt if irt is not None else fit_source_irt(source, seed=seed)).subset(
@@ -212,7 +212,7 @@ def fit_adaptive_state(
         fold_run(source, truth, values, params, fold_of == k, estimator, refit_seed=refit)
         for k in range(folds)
     ]
-    directed = _directed_runs(source, truth, values, params, estimator)
+    directed = directed_runs(source, truth, values, params, estimator)
     kinds = {"inside": inside, **{SIDE_OF[d]: runs for d, runs in directed.items()}}
     pseudo, pseudo_mae = choose_pseudo(kinds, truth, marks)
     predictions, spans = merged_predictions(inside, marks, pseudo, source.n_models)
@@ -280,7 +280,7 @@ def ability_edges(
     return {BELOW: float(low), ABOVE: float(high)}
 
 
-def _directed_runs(
+def directed_runs(
     source: ResponseMatrix,
     truth: np.ndarray,
     values: np.ndarray,
@@ -362,7 +362,7 @@ def _check_model_count(source: ResponseMatrix, folds: int) -> None:
         )
 
 
-def _complete(source: ResponseMatrix) -> np.ndarray:
+def complete_answers(source: ResponseMatrix) -> np.ndarray:
     values = np.asarray(source.values, dtype=np.float64)
     if np.isnan(values).any():
         raise InputError(
@@ -421,86 +421,6 @@ def build_pool(
         person_fit=person_fit,
     )
     return bundle
-
-
-def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with the IRT-free reading's inputs (the sources' success rate on
-    every pool item and their range of true scores) from ``source`` and ``truth``, the matrix
-    and scores it was built from, refitting nothing: for pools saved before the reading. Their
-    bands were fitted on spans without it, and the reading only ever widens a span (where it
-    lies beyond the sources), so such a pool's intervals can only grow."""
-    pool, _ = _pool_and_answers(bundle, source)
-    score_map = pool.state.score_map.with_sources(source, truth)
-    return _with_state(bundle, replace(pool.state, score_map=score_map))
-
-
-def with_floor(bundle: Bundle) -> Bundle:
-    """The pool ``bundle`` with the floor of its runs below the sources
-    (:meth:`.scoring.ScoreMap.with_floor`) from its own person-fit block, refitting nothing:
-    for pools saved before the floor. The floor only ever lowers an interval's lower edge."""
-    if bundle.person_fit is None:
-        raise InputError(f"pool {bundle.name!r} has no person-fit block to take a floor from")
-    pool = pool_state(bundle)
-    score_map = pool.state.score_map.with_floor(lowest_score(bundle.person_fit))
-    return _with_state(bundle, replace(pool.state, score_map=score_map))
-
-
-def with_upper_reach(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with the upper reach :meth:`.scoring.ScoreMap.with_pool_reach` gives
-    (``source`` and ``truth``: what it was built from), refitting nothing: for pools
-    saved before the reach. Its bands were fitted on spans without it, and it only ever
-    widens a span."""
-    pool, values = _pool_and_answers(bundle, source)
-    whole = is_matrix_mean(values, truth)
-    score_map = pool.state.score_map.with_pool_reach(whole)
-    return _with_state(bundle, replace(pool.state, score_map=score_map))
-
-
-def _pool_and_answers(bundle: Bundle, source: ResponseMatrix) -> tuple[Pool, np.ndarray]:
-    """The pool of ``bundle`` and the answers of ``source``, the matrix it was built from, in
-    pool order: what the refreshes that refit nothing read (another matrix is refused, and so
-    is one with missing answers)."""
-    if source.fingerprint() != bundle.provenance.source_sha256:
-        raise InputError(f"pool {bundle.name!r} was built from another source matrix")
-    pool = pool_state(bundle)
-    return pool, _complete(source)[:, source.item_positions(pool.item_ids)]
-
-
-def _with_state(bundle: Bundle, state: AdaptiveState) -> Bundle:
-    """``bundle`` with its adaptive state replaced by ``state``."""
-    estimators = tuple(
-        EstimatorSpec(ADAPTIVE, state.to_dict()) if spec.name == ADAPTIVE else spec
-        for spec in bundle.estimators
-    )
-    return replace(bundle, estimators=estimators)
-
-
-def with_top_band(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with its top band (:func:`top_band`) from ``source`` and ``truth``,
-    what it was built from, replaying only its upward folds (one replay, refitting nothing of
-    the pool): for pools saved before the band. The band only ever raises an upper edge."""
-    pool, values = _pool_and_answers(bundle, source)
-    source = source.select_items(list(pool.item_ids))  # the order of the pool's answers
-    truth = np.asarray(truth, dtype=np.float64)
-    state = pool.state
-    runs = _directed_runs(source, truth, values, pool.params, state.estimator, (UP,)).get(UP)
-    if not runs:
-        return bundle
-    marks = checkpoints_for(len(pool.item_ids))
-    found = [run_predictions(run, marks, state.score_map.pseudo) for run in runs]
-    score_map = state.score_map.with_top(top_band(runs, found, truth))
-    return _with_state(bundle, replace(state, score_map=score_map))
-
-
-def with_ability_edges(bundle: Bundle, source: ResponseMatrix) -> Bundle:
-    """The pool ``bundle`` with its side bands' ability edges (:func:`ability_edges`) from
-    ``source``, the matrix it was built from, refitting nothing: for pools saved before the
-    edges, which apply their side bands by the estimate."""
-    pool, values = _pool_and_answers(bundle, source)
-    edges = ability_edges(pool.params, values, pool.state.prior_mean, pool.state.prior_sd)
-    score_map = pool.state.score_map
-    sides = tuple(replace(side, ability_edge=edges[side.side]) for side in score_map.sides)
-    return _with_state(bundle, replace(pool.state, score_map=replace(score_map, sides=sides)))
 
 
 def pool_person_fit(
