@@ -7,6 +7,7 @@ documents from JSON-lines files); the run's requests must be the original task's
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import test_harness
@@ -32,9 +33,9 @@ def test_pool_of_an_own_task_runs_with_the_original_requests(
     argv = ["adaptive", "build", "--responses", str(task["matrix"]), "--task", str(task["yaml"]),
             "--chance", "0.25"]  # fmt: skip
     assert main([*argv, "--metric", "acc_norm", "--out", str(out)]) == 0
-    stages = [
-        line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines() if "] " in line
-    ]
+    loud = capsys.readouterr().err
+    assert re.search(r"person-fit folds:\s+\d+%\|", loud)  # the bar --quiet hides
+    stages = [line.split("] ", 1)[1] for line in loud.splitlines() if "] " in line]
     assert [s.split(" ")[0] for s in stages] == [
         "reading",
         "loading",
@@ -47,6 +48,13 @@ def test_pool_of_an_own_task_runs_with_the_original_requests(
     err = capsys.readouterr().err
     assert "already holds task 'microbench_pool_toy_mc'; pass --overwrite" in err
     assert "fitting" not in err and "rendering" not in err
+    # --quiet: neither stage lines nor the person-fit folds' bar (lm-eval's own bar while it
+    # builds the requests stays), the summary line stays
+    quiet = [*argv, "--metric", "acc_norm", "--out", str(out), "--overwrite", "--quiet"]
+    assert main(quiet) == 0
+    said = capsys.readouterr()
+    assert "] reading" not in said.err and "person-fit folds" not in said.err
+    assert "wrote pool task microbench_pool_toy_mc" in said.out
     pool = pool_state(load_bundle(out / "toy_mc"))
     assert len(pool.item_ids) == test_own_task.N_ITEMS
     # the chance level sets the person-fit check and the floor of runs below the sources

@@ -385,6 +385,7 @@ def build_pool(
     seed: int = 0,
     estimator: str = SCORE_ESTIMATOR,
     chance: float | Mapping[ItemId, float] | None = None,
+    progress: bool = True,
 ) -> Bundle:
     """The pool bundle of every item of ``source`` (true full scores ``truth``, fractions).
 
@@ -392,10 +393,12 @@ def build_pool(
     source models' item rates, see :func:`~lmeval_microbench.personfit.build_spec`) sets the
     pool's ``person_fit`` block, which checks every adaptive estimate like a static one, and
     the floor of the intervals of runs below the sources (:meth:`.scoring.ScoreMap.with_floor`).
+    ``progress``: the person-fit folds' bar.
     """
     _check_model_count(source, CALIBRATION_FOLDS)  # before the IRT and person-fit work
     irt = fit_source_irt(source, seed=seed)
-    person_fit = pool_person_fit(source, truth, chance, seed=seed)  # a bad chance: before replays
+    # a bad chance is refused before the replays
+    person_fit = pool_person_fit(source, truth, chance, seed=seed, progress=progress)
     _, state = fit_adaptive_state(source, truth, seed=seed, estimator=estimator, irt=irt)
     state = replace(state, score_map=state.score_map.with_floor(lowest_score(person_fit)))
     subset = Subset(
@@ -428,12 +431,14 @@ def pool_person_fit(
     truth: np.ndarray,
     chance: float | Mapping[ItemId, float] | None,
     seed: int = 0,
+    progress: bool = True,
 ) -> PersonFitSpec:
     """A pool's ``person_fit`` block: the l_z* threshold from its source models' whole
     answer patterns (l_z* is standardised for the items a run answered, so it carries over
     to the 10-50 items of an adaptive run) and the chance levels of every pool item; ``seed``
     is the one the pool's IRT was fitted with."""
-    return build_spec(source, list(source.item_ids), truth, chance, seed=seed)
+    items = list(source.item_ids)
+    return build_spec(source, items, truth, chance, seed=seed, progress=progress)
 
 
 # ---------------------------------------------------------------------------- estimating

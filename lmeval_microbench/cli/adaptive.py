@@ -132,6 +132,12 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a pool task of the same name"
     )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no stage lines and none of microbench's progress bars on stderr (lm-eval's "
+        "bar while it builds the task's requests stays)",
+    )
     parser.set_defaults(run=run_build)
 
 
@@ -313,12 +319,14 @@ def _print(results: list[Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- build
-def _stages() -> Callable[[str], None]:
-    """A function printing ``[elapsed] stage`` lines on stderr (no bar: stages vary widely)."""
+def _stages(quiet: bool = False) -> Callable[[str], None]:
+    """A function printing ``[elapsed] stage`` lines on stderr (no bar: stages vary widely);
+    with ``quiet`` one printing nothing."""
     started = time.perf_counter()
 
     def stage(text: str) -> None:
-        print(f"[{time.perf_counter() - started:5.0f} s] {text}", file=sys.stderr, flush=True)
+        if not quiet:
+            print(f"[{time.perf_counter() - started:5.0f} s] {text}", file=sys.stderr, flush=True)
 
     return stage
 
@@ -333,7 +341,7 @@ def run_build(args: argparse.Namespace) -> int:
     from ..responses import ResponseMatrix
     from ..truth import align_target, read_scores
 
-    stage = _stages()
+    stage = _stages(args.quiet)
     stage(f"reading {args.responses}")
     matrix = ResponseMatrix.read(args.responses)
     scores = (
@@ -361,6 +369,7 @@ def run_build(args: argparse.Namespace) -> int:
         metric=MetricSpec(name=metric, filter=args.filter),
         seed=args.seed,
         chance=args.chance,
+        progress=not args.quiet,
     )
     spec = pool_task_spec(rendered.spec(f"microbench_{benchmark}", metric), benchmark)
     stage(f"writing {args.out}")
