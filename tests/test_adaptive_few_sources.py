@@ -125,3 +125,29 @@ def test_a_whole_benchmark_pool_without_upward_folds_keeps_the_reach(small_pool)
     assert not any(side.side == "above" for side in few_map.sides)
     assert few_map.reach == REACH_Z
     assert pool_state(small_pool).state.score_map.reach == 0.0
+
+
+def test_inside_folds_refit_their_irt_below_the_threshold_only(monkeypatch):
+    """The inside folds replay on IRT refitted without their models under FOLD_IRT_BELOW
+    sources and on the pool's own IRT from there on. The threshold is moved to the matrix's
+    size, so both sides are one model apart."""
+    from lmeval_microbench.adaptive import pool as pool_module
+
+    matrix, _ = simulate_responses(PARAMS, 50, seed=8)
+    seen: list[tuple[int, int | None]] = []
+    real = pool_module.fold_run
+
+    def spy(source, truth, values, params, held, *args, refit_seed=None, **kwargs):
+        seen.append((int(held.sum()), refit_seed))
+        return real(source, truth, values, params, held, *args, refit_seed=refit_seed, **kwargs)
+
+    monkeypatch.setattr(pool_module, "fold_run", spy)
+    refits = {}
+    for threshold in (50, 51):
+        monkeypatch.setattr(pool_module, "FOLD_IRT_BELOW", threshold)
+        seen.clear()
+        pool_module.fit_adaptive_state(matrix, matrix.mean_scores(), seed=3, estimator="ridge")
+        inside = seen[: pool_module.CALIBRATION_FOLDS]
+        assert sum(held for held, _ in inside) == 50  # the three inside folds come first
+        refits[threshold] = {seed for _, seed in inside}
+    assert refits == {50: {None}, 51: {3}}
