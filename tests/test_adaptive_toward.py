@@ -179,3 +179,51 @@ def test_ifevals_strongest_fifth_is_read_better_with_the_move(shared_data):
             with_move.predictions[n], n, span=with_move.spans[n], ability=with_move.ability_at(n)
         )
         assert np.mean((low <= target) & (target <= high)) >= 0.85
+
+
+def test_without_a_side_band_the_move_is_weighted_at_the_pools_own_edge():
+    """A pool too small for upward folds has no side band to carry the ability edge: the move
+    is weighted at ``toward_edge`` (the same by-hand case as above), and without an edge at all
+    nothing moves."""
+    expected = np.full((2, 4), 0.5)
+    asked = np.array([[False, True, False, False]] * 2)
+    scores = np.array([[np.nan, 1.0, np.nan, np.nan], [np.nan, 0.0, np.nan, np.nan]])
+    still = _score_map(0.0).predict_run(expected, asked, scores)[0]
+    score_map = _score_map(0.0).with_toward(0.5, edge=1.0)
+    reading = score_map.above_reading(still, asked, scores)
+    sd = np.full(2, 0.01)
+    for theta, share in [(5.0, 0.5), (1.0, 0.25), (-3.0, 0.0)]:
+        moved = score_map.predict_run(expected, asked, scores, (np.full(2, theta), sd))[0]
+        assert moved[0] == pytest.approx(still[0] + share * (reading[0] - still[0]), abs=1e-6)
+    no_edge = _score_map(0.5)
+    ability = (np.full(2, 5.0), sd)
+    np.testing.assert_array_equal(no_edge.predict_run(expected, asked, scores, ability)[0], still)
+    with pytest.raises(InputError, match="toward_edge must be a finite ability"):
+        _score_map(0.0).with_toward(0.5, edge=float("inf"))
+
+
+def test_a_whole_benchmark_pool_without_upward_folds_takes_the_static_guards_move():
+    """40 sources: the strongest fifth holds 8 models, too few for a fold. A whole-benchmark
+    pool then moves the whole way (by the probability of lying above its strongest sources'
+    ability), saves that edge and reads it back; a pool whose target is not the matrix mean
+    does not move."""
+    params = random_item_params(20, seed=3)
+    source, _ = simulate_responses(params, 40, seed=4)
+    truth = source.mean_scores()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the few-sources warning, as meant
+        _, state = fit_adaptive_state(source, truth, estimator="ridge")
+        _, other = fit_adaptive_state(source, 0.05 + 0.9 * truth, estimator="ridge")
+    smap = state.score_map
+    assert not smap.has_upward_folds and smap.toward == beyond_module.UNCHOSEN_TOWARD
+    assert smap.toward_edge is not None and np.isfinite(smap.toward_edge)
+    assert state.calibration["toward_reading"] == beyond_module.UNCHOSEN_TOWARD
+    assert other.score_map.toward == 0.0 and other.score_map.toward_edge is None
+    saved = state.to_dict()
+    assert saved["toward_edge"] == smap.toward_edge
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bundle = build_pool(source, truth, name="few", benchmark="toy", estimator="ridge")
+    loaded = AdaptiveState.from_bundle(bundle, saved).score_map
+    assert loaded.toward_edge == smap.toward_edge and loaded.toward == smap.toward
+    assert pool_state(bundle).state.score_map.toward_edge == smap.toward_edge

@@ -125,6 +125,7 @@ SECTIONS = [
     ("adaptive_toward.md", "tools/bench_adaptive_toward.py"),
     ("adaptive_peer.md", "tools/bench_adaptive_peer.py"),
     ("adaptive_sources.md", "tools/bench_adaptive_sources.py"),
+    ("adaptive_sources_before_unchosen_move.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_sources_fold_irt_only.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_sources_before_fold_irt.md", "tools/bench_adaptive_sources.py"),
     ("demo_adaptive.md", "tools/bench_demo_adaptive.py"),

@@ -32,7 +32,7 @@ from ..responses import ResponseMatrix
 from ..subset import Subset
 from ..truth import is_matrix_mean
 from .bands import ABOVE, BELOW, SIDE_EDGES, TopBand, run_placement
-from .beyond import choose_toward, warn_without_upward_folds
+from .beyond import UNCHOSEN_TOWARD, choose_toward, warn_without_upward_folds
 from .calibrate import FoldRun, choose_pseudo, fold_run, merged_predictions, run_predictions
 from .estimation import PSEUDO_ANSWERS, GridPosterior
 from .scoring import RATES_KEYS, ScoreMap, checkpoints_for
@@ -119,6 +119,7 @@ class AdaptiveState:
                     float(obj.get("toward_reading", 0.0)),
                     float(obj.get("upper_reach", 0.0)),
                     obj.get("top_band"),
+                    float(obj["toward_edge"]) if "toward_edge" in obj else None,
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -226,14 +227,13 @@ def fit_adaptive_state(
         if direction == UP:
             score_map = score_map.with_top(top_band(runs, found, truth))
     whole = is_matrix_mean(values, truth)
-    toward, toward_mae = (
-        choose_toward(
-            _upward_refits(source, truth, values, params, estimator, seed), truth, marks, pseudo
-        )
-        if whole
-        else (0.0, {})
-    )
-    score_map = score_map.with_toward(toward).with_pool_reach(whole)
+    toward, toward_mae, toward_edge = 0.0, {}, None
+    if whole and score_map.has_upward_folds:
+        refits = _upward_refits(source, truth, values, params, estimator, seed)
+        toward, toward_mae = choose_toward(refits, truth, marks, pseudo)
+    elif whole:  # nothing to choose on: the static guard's move (see .beyond)
+        toward, toward_edge = UNCHOSEN_TOWARD, edges[ABOVE]
+    score_map = score_map.with_toward(toward, toward_edge).with_pool_reach(whole)
     warn_without_upward_folds(score_map, source.n_models)
     calibration = {
         "selector": MaxInfoSelector.name,

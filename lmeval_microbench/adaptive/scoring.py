@@ -80,6 +80,7 @@ edge 0-0.5 points above the weakest source. With the half band it is covered 0.9
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -95,7 +96,17 @@ from ..irt.params import ItemParams
 from ..outside.guard import REACH_Z
 from ..responses import ResponseMatrix
 from ..subset import Subset
-from .bands import ABOVE, BELOW, Band, SideBands, TopBand, at_checkpoint, fit_bands, rounded
+from .bands import (
+    ABOVE,
+    BELOW,
+    Band,
+    SideBands,
+    TopBand,
+    at_checkpoint,
+    beyond_edge,
+    fit_bands,
+    rounded,
+)
 from .estimation import IMPUTATIONS, PSEUDO_ANSWERS, impute, impute_from_rates, rates_raised
 
 FLOOR_TEST_MARGIN = 0.5
@@ -152,6 +163,9 @@ class ScoreMap:
     """Share of the way the estimate of a run moves to the IRT-free reading where that reading
     lies above every source, times the probability that its ability lies above the sources'
     edge (:mod:`.beyond`; 0: no move, as in pools saved before it)."""
+    toward_edge: float | None = None
+    """That edge (ability) where no upward side band carries one: a pool too small for upward
+    folds (:data:`.beyond.UNCHOSEN_TOWARD`). None: the side band's."""
     top: TopBand | None = None
     """How far above its span a run that may lie above every source reaches (see the module's
     "Top"). None: no top band (pools saved before it)."""
@@ -213,9 +227,13 @@ class ScoreMap:
         """:attr:`toward` times the probability that the ability lies above the sources'
         edge (None: no move)."""
         above = [s for s in self.sides if s.side == ABOVE and s.ability_edge is not None]
-        if not self.toward or ability is None or not above:
+        if not self.toward or ability is None:
             return None
-        return self.toward * above[0].beyond(*ability)
+        if above:
+            return self.toward * above[0].beyond(*ability)
+        if self.toward_edge is None:
+            return None
+        return self.toward * beyond_edge(*ability, self.toward_edge, ABOVE)
 
     def above_reading(self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """The IRT-free reading where it lies above every source, else ``value``: what
@@ -425,6 +443,7 @@ class ScoreMap:
         toward: float = 0.0,
         reach: float = 0.0,
         top: Mapping[str, Any] | None = None,
+        toward_edge: float | None = None,
     ) -> ScoreMap:
         """A map from its saved parts; ``rates`` is :meth:`rates_to_dict`'s and ``top``
         :meth:`top_to_dict`'s value (absent: none)."""
@@ -438,24 +457,32 @@ class ScoreMap:
             float(pseudo),
         )
         found = found.with_rates(rates) if rates else found
-        found = found.with_toward(toward) if toward else found
+        found = found.with_toward(toward, toward_edge) if toward else found
         found = found.with_reach(reach) if reach else found
         found = found.with_top(TopBand.from_dict(top)) if top else found
         return found if floor is None else found.with_floor(floor)
 
-    def with_toward(self, share: float) -> ScoreMap:
+    def with_toward(self, share: float, edge: float | None = None) -> ScoreMap:
         """The map whose runs above the sources move ``share`` of the way to the IRT-free
-        reading (see :attr:`toward`); it needs that reading's inputs."""
+        reading (see :attr:`toward`), weighted at the upward side band's ability edge or, where
+        the pool has none, at ``edge``; it needs that reading's inputs."""
         share = float(share)
         if not 0.0 <= share <= 1.0:
             raise InputError(f"toward_reading must lie in [0, 1], got {share!r}")
         if share and (self.rates is None or self.truth_range is None):
             raise InputError("toward_reading needs the pool's source_rates and source_range")
-        return replace(self, toward=share)
+        if edge is not None and not math.isfinite(edge):
+            raise InputError(f"toward_edge must be a finite ability, got {edge!r}")
+        return replace(self, toward=share, toward_edge=None if edge is None else float(edge))
 
     def toward_to_dict(self) -> dict[str, Any]:
         """The move towards the reading for the pool state (empty: none)."""
-        return {"toward_reading": self.toward} if self.toward else {}
+        if not self.toward:
+            return {}
+        found: dict[str, Any] = {"toward_reading": self.toward}
+        if self.toward_edge is not None:
+            found["toward_edge"] = self.toward_edge
+        return found
 
     def with_reach(self, z: float) -> ScoreMap:
         """The map whose spans reach the IRT-free reading ``z`` binomial sds up (0: none)."""
