@@ -72,3 +72,34 @@ def test_audit_read_sets_each_protocols_runs_beside_their_aipw_placement(tmp_pat
     text = (tmp_path / "audit_split.md").read_text()
     assert "re-rendered from its JSON by `python tools/bench_audit_split.py --report-only" in text
     assert "| random | 1 | 2.00 | 4.00 |" in text
+
+
+def test_counts_mode_plans_fixed_audits_and_names_them(tmp_path):
+    """``--counts``: one budget, a fixed number of audit items per recipe, labelled by count
+    and ordered by it (not by the label's text), written to audit_counts.*."""
+    tool = tools_module("bench_audit_split")
+    assert tool.audit_plans(50, (0, 5, 15)) == [(None, 0), (None, 5), (None, 15)]
+    assert [n for _, n in tool.audit_plans(25, None)] == [0, 8, 12]
+    assert tool.recipe("lasso", None, 5) == "lasso + 5 audit"
+    assert tool.recipe("lasso", 0.3) == "lasso 30 %"
+
+    def run(count, mae):
+        return {"key": "musr/all/random/50/0", "case": ["musr", "random", 50], "method": "lasso",
+                "share": None, "audit": count, "recipe": tool.recipe("lasso", None, count),
+                "reading": "checked", "mae": mae, "coverage": 0.9, "width": 10.0}  # fmt: skip
+
+    rows = [run(15, 1.5), run(5, 2.0), run(0, 1.0)]
+    entries = tool.cases(rows, {})
+    assert [e["recipe"] for e in entries] == [f"lasso + {n} audit" for n in (0, 5, 15)]
+    info = {"command": "python tools/bench_audit_split.py --counts 0,5,15", "minutes": 1.0,
+            "load_average": [0.5, 1.0], "seeds": "0", "budgets": "50",
+            "counts": "0,5,15"}  # fmt: skip
+    (tmp_path / "audit_counts.json").write_text(json.dumps({"info": info, "cells": rows}))
+    peers = tmp_path / "peers.json"
+    peers.write_text(json.dumps({"cells": []}))
+    args = ["--counts", "0,5,15", "--report-only", "--out", str(tmp_path), "--peers", str(peers)]
+    assert tool.main(args) == 0
+    text = (tmp_path / "audit_counts.md").read_text()
+    assert "(audit sizes 0,5,15)" in text and "mean over budgets 50" in text
+    assert "| musr | random | lasso + 5 audit | 2.00 |" in text
+    assert not (tmp_path / "audit_split.md").exists()

@@ -1,8 +1,9 @@
 """The build's notes on its sources: when its guard counts most of them as possibly beyond
 them (``build._note_sources_outside``: a population whose scores span a range narrow against
 what the bundle's items say of one model, MuSR with 25-100 sources, ``bench/guard_cost.md``),
-and when too few of them leave any fold to pick the items again (``build._note_not_cross_fitted``,
-``bench/small_sources.md``)."""
+when too few of them leave any fold to pick the items again (``build._note_not_cross_fitted``,
+``bench/small_sources.md``), and when its guard reads models beyond them by an audit of few
+items (``build._note_small_audit``, ``bench/audit_counts.md``)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,27 @@ def test_ten_sources_leave_no_fold_to_re_select_balanced_items_and_the_build_say
     eleven = population.select_models(population.model_ids[:11])
     assert notes(eleven, marker=NO_FOLD) == []
     assert notes(first, method="stratified", marker=NO_FOLD) == []
+
+
+@pytest.mark.parametrize(
+    ("reading", "n_audit", "said"),
+    [("audit", 5, True), ("audit", 14, True), ("audit", 15, False), ("checked", 5, False)],
+)
+def test_a_guard_reading_a_small_audit_is_named_with_the_way_out(reading, n_audit, said):
+    from types import SimpleNamespace
+
+    from lmeval_microbench.build import _note_small_audit
+    from lmeval_microbench.outside.readings.audit import FEW_AUDIT
+    from lmeval_microbench.subset import Subset
+
+    population = sources(1.0)
+    ids = population.item_ids[:30]
+    subset = Subset(ids, np.full(30, 1 / 30), "lasso", info={"audit_items": list(ids[:n_audit])})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _note_small_audit(SimpleNamespace(reading_name_=reading), population, subset)
+    assert len(caught) == int(said)
+    if said:
+        text = str(caught[0].message)
+        assert text.startswith("pop.csv: the guarded estimator reads models beyond the sources")
+        assert f"only {n_audit} audit items" in text and f"ask for {FEW_AUDIT} or more" in text

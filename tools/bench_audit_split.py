@@ -8,6 +8,10 @@ and MuSR, all source models, random and strongest-fifth held out, 25/50/100 item
 the published methods on MuSR's random splits; ``greedy``) and an unsupervised one
 (``anchor_points``), with 0, 30 % and 50 % of the budget audited.
 
+With ``--counts`` it measures small audits instead: the same recipes at one budget
+(``--budget``, 50) with a fixed number of audit items each (``bench/audit_counts.*``), to
+see from how many audit items an audit starts to help.
+
 For an audited bundle whose guard reads the ``audit`` reading, the held-out models are also
 estimated with that reading placing them by its own AIPW estimate (the bundle's state without
 its ``locator``: how such bundles placed models before the reading placed them by the
@@ -15,6 +19,7 @@ de-shrunk one, :mod:`lmeval_microbench.outside.readings.audit`). Beside them, fr
 ``bench/peers.json``: the default ``ours`` and the best benchpred method of each case.
 
     python tools/bench_audit_split.py --jobs 2
+    python tools/bench_audit_split.py --jobs 2 --counts 0,2,5,10,15,25 --budget 50
 """
 
 from __future__ import annotations
@@ -58,19 +63,26 @@ def placed_by_aipw(state: dict[str, Any]) -> dict[str, Any] | None:
     return before
 
 
-def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
-    """Every method x audit share on one split: the guarded estimate's errors."""
-    data, cell = task
+def audit_plans(budget: int, counts: tuple[int, ...] | None) -> list[tuple[float | None, int]]:
+    """(share, audit items) per recipe of one budget: the shares of the budget, or with
+    ``counts`` the fixed audit sizes (share None)."""
+    if counts is None:
+        return [(share, audit_size(share, budget)) for share in SHARES]
+    return [(None, count) for count in counts]
+
+
+def measure_cell(task: tuple) -> list[dict[str, Any]]:
+    """Every method x audit share (or audit count, a third task field) on one split: the
+    guarded estimate's errors."""
+    data, cell, counts = (*task, None)[:3]
     source, target, source_truth, target_truth = split_cell(cell, data)
     out = []
     for method in METHODS:
-        for share in SHARES:
+        for share, n_audit in audit_plans(cell.budget, counts):
             started = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                bundle = build_recipe(
-                    cell, source, source_truth, method, "guarded", audit_size(share, cell.budget)
-                )
+                bundle = build_recipe(cell, source, source_truth, method, "guarded", n_audit)
             state = bundle.estimator_state()
             answers = target.select_items(bundle.item_ids)
             estimate = estimator_from_state(state).estimate_matrix(answers)
@@ -79,6 +91,8 @@ def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
                 "case": [cell.matrix, cell.protocol, cell.budget],
                 "method": method,
                 "share": share,
+                "audit": n_audit,
+                "recipe": recipe(method, share, n_audit),
                 "reading": state["reading"]["name"],
                 **interval_metrics(*estimate, target_truth),
             }
@@ -91,20 +105,33 @@ def measure_cell(task: tuple[Path, Cell]) -> list[dict[str, Any]]:
     return out
 
 
-def recipe(method: str, share: float) -> str:
+def recipe(method: str, share: float | None, n_audit: int = 0) -> str:
+    """``lasso 30 %`` for a share of the budget, ``lasso + 5 audit`` for a fixed count."""
+    if share is None:
+        return f"{method} + {n_audit} audit"
     return f"{method} {round(100 * share)} %"
+
+
+def _recipe_of(row: dict[str, Any]) -> str:
+    """The row's recipe label (rows saved before counts existed carry none)."""
+    return row.get("recipe") or recipe(row["method"], row["share"])
 
 
 def cases(rows: list[dict[str, Any]], peers: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per case (matrix, protocol, budget) and recipe: means over the seeds."""
     grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    order = {}
     for row in rows:
-        grouped[(*row["case"], row["method"], row["share"])].append(row)
+        name = _recipe_of(row)
+        order.setdefault(name, (row["method"], row["share"] or 0.0, row.get("audit", 0)))
+        grouped[(*row["case"], name)].append(row)
     out = []
-    for (matrix, protocol, budget, method, share), members in sorted(grouped.items()):
+    for (matrix, protocol, budget, name), members in sorted(
+        grouped.items(), key=lambda item: (*item[0][:3], order[item[0][3]])
+    ):
         entry = {
             "case": [matrix, protocol, budget],
-            "recipe": recipe(method, share),
+            "recipe": name,
             "seeds": len(members),
             "audit_read": sum(m["reading"] == "audit" for m in members),
         }
@@ -168,6 +195,15 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(np.mean(values))
 
 
+def _recipes_said(info: dict) -> str:
+    if info.get("counts"):
+        return (
+            f"`M + 5 audit`: of the budget, 5 items drawn as audit items (audit sizes "
+            f"{info['counts']})."
+        )
+    return "`M 30 %`: 30 % of the budget drawn as audit items."
+
+
 def markdown(
     entries: list[dict[str, Any]],
     groups: list[dict[str, Any]],
@@ -175,16 +211,21 @@ def markdown(
     read: dict[str, dict[str, float]] | None = None,
 ) -> str:
     rendered = f"; re-rendered from its JSON by `{info['rendered']}`" if "rendered" in info else ""
+    title = (
+        "Small audits: a fixed number of audit items beside the chosen ones"
+        if info.get("counts")
+        else "Informative items beside a random audit sample"
+    )
     lines = [
-        "# Informative items beside a random audit sample (whole benchmarks)",
+        f"# {title} (whole benchmarks)",
         "",
         f"Generated by `{info['command']}` ({info['minutes']:.0f} min, load average "
         f"{info['load_average'][0]:.1f} -> {info['load_average'][1]:.1f}, 2 shared cores"
         f"{rendered}). "
         "`build --method M --audit A --estimator guarded` (no choice) on the peer suite's "
         "cells of IFEval and MuSR (all source models, seeds "
-        f"{info['seeds']}), the held-out models estimated. `M 30 %`: 30 % of the budget drawn "
-        "as audit items. MAE in points, mean over budgets 25/50/100; `audit read`: runs whose "
+        f"{info['seeds']}), the held-out models estimated. {_recipes_said(info)} MAE in "
+        f"points, mean over budgets {info.get('budgets', '25/50/100')}; `audit read`: runs whose "
         "guard chose the `audit` reading, of all runs; `placed by AIPW`: those runs with the "
         "audit reading placing models by its own estimate (before it placed them by the "
         "de-shrunk reading; other runs count as they are). `ours` and the best benchpred "
@@ -239,11 +280,13 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
     require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     seeds = [int(s) for s in args.seeds.split(",")]
+    counts = _counts(args.counts)
+    budgets = BUDGETS if counts is None else (args.budget,)
     tasks = [
-        (args.data, Cell(matrix, "all", protocol, budget, seed))
+        (args.data, Cell(matrix, "all", protocol, budget, seed), counts)
         for matrix in args.matrices.split(",")
         for protocol in ("random", "extrapolation")
-        for budget in BUDGETS
+        for budget in budgets
         for seed in seeds
     ]
     with worker_pool(args.jobs) as pool:
@@ -254,8 +297,15 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
         "minutes": (time.perf_counter() - started) / 60,
         "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         "seeds": args.seeds,
+        "budgets": "/".join(str(b) for b in budgets),
     }
+    if counts is not None:
+        info["counts"] = args.counts
     return info, [row for cell_rows_ in found for row in cell_rows_]
+
+
+def _counts(text: str | None) -> tuple[int, ...] | None:
+    return None if not text else tuple(int(c) for c in text.split(","))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,19 +317,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument(
-        "--report-only", action="store_true", help="re-render --out/audit_split.md from its JSON"
+        "--counts",
+        help="fixed audit sizes at one budget instead of shares (writes audit_counts.*)",
+    )
+    parser.add_argument("--budget", type=int, default=50, help="the budget of --counts")
+    parser.add_argument(
+        "--report-only", action="store_true", help="re-render the report from its JSON"
     )
     args = parser.parse_args(argv)
-    saved = args.out / "audit_split.json"
+    name = "audit_split" if args.counts is None else "audit_counts"
+    saved = args.out / f"{name}.json"
     info, rows = measured_rows(args, argv, "bench_audit_split", saved, measure)
     peers = {c["key"]: c["methods"] for c in json.loads(args.peers.read_text())["cells"]}
     entries = cases(rows, peers)
     groups = summary(entries)
     read = audit_read(rows)
     payload = {"info": info, "summary": groups, "audit_read": read, "cases": entries, "cells": rows}
-    write_json_atomic(args.out / "audit_split.json", payload)
-    write_text_if_changed(args.out / "audit_split.md", markdown(entries, groups, info, read))
-    print(f"wrote {args.out / 'audit_split.md'} ({len(rows)} runs)")
+    write_json_atomic(saved, payload)
+    write_text_if_changed(args.out / f"{name}.md", markdown(entries, groups, info, read))
+    print(f"wrote {args.out / name}.md ({len(rows)} runs)")
     return 0
 
 

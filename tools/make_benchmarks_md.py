@@ -30,6 +30,7 @@ SECTIONS = [
     ("peers_medoid_ties.md", "tools/peers_compare.py"),
     ("peers_blend.md", "tools/peers_compare.py"),
     ("audit_split.md", "tools/bench_audit_split.py"),
+    ("audit_counts.md", "tools/bench_audit_split.py"),
     ("ppi.md", "tools/bench_ppi.py"),
     ("peers_audit_locate.md", "tools/peers_compare.py"),
     ("peers_inside_lasso.md", "tools/peers_compare.py"),
