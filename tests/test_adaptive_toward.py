@@ -227,3 +227,9 @@ def test_a_whole_benchmark_pool_without_upward_folds_takes_the_static_guards_mov
     loaded = AdaptiveState.from_bundle(bundle, saved).score_map
     assert loaded.toward_edge == smap.toward_edge and loaded.toward == smap.toward
     assert pool_state(bundle).state.score_map.toward_edge == smap.toward_edge
+
+
+def test_a_new_share_keeps_the_saved_edge():
+    smap = _score_map(0.0).with_toward(0.5, edge=1.0)
+    assert smap.with_toward(0.3).toward_edge == 1.0
+    assert smap.with_toward(0.3, edge=2.0).toward_edge == 2.0

@@ -103,3 +103,14 @@ def test_counts_mode_plans_fixed_audits_and_names_them(tmp_path):
     assert "(audit sizes 0,5,15)" in text and "mean over budgets 50" in text
     assert "| musr | random | lasso + 5 audit | 2.00 |" in text
     assert not (tmp_path / "audit_split.md").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--budget", "25"], ["--counts", "0,x"], ["--counts", "0,50"], ["--counts", "-1"]],
+)
+def test_counts_that_cannot_be_run_are_refused(argv, tmp_path):
+    tool = tools_module("bench_audit_split")
+    with pytest.raises(SystemExit) as stop:
+        tool.main([*argv, "--report-only", "--out", str(tmp_path)])
+    assert stop.value.code == 2

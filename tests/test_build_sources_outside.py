@@ -105,3 +105,24 @@ def test_a_guard_reading_a_small_audit_is_named_with_the_way_out(reading, n_audi
         text = str(caught[0].message)
         assert text.startswith("pop.csv: the guarded estimator reads models beyond the sources")
         assert f"only {n_audit} audit items" in text and f"ask for {FEW_AUDIT} or more" in text
+
+
+def test_a_build_whose_guard_reads_a_small_audit_says_so(monkeypatch):
+    """Through ``build_bundle``: the guard made to read the audit (its folds choose it only
+    on real matrices), 5 audit items in a budget of 25: the note, once; 15: none."""
+    from lmeval_microbench.estimators.guarded import GuardedEstimator
+
+    population = sources(1.0)
+    monkeypatch.setattr(GuardedEstimator, "_choose", lambda self, scores: "audit")
+
+    def build(audit):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            build_bundle(population, population.mean_scores(), name="t", benchmark="t",
+                         method="random", budget=25, seed=0, estimators=["guarded"],
+                         default_estimator="guarded", audit=audit)  # fmt: skip
+        return [str(w.message) for w in caught if "audit correction of only" in str(w.message)]
+
+    (said,) = build(5)
+    assert "only 5 audit items" in said
+    assert build(15) == []

@@ -71,7 +71,9 @@ def audit_plans(budget: int, counts: tuple[int, ...] | None) -> list[tuple[float
     return [(None, count) for count in counts]
 
 
-def measure_cell(task: tuple) -> list[dict[str, Any]]:
+def measure_cell(
+    task: tuple[Path, Cell] | tuple[Path, Cell, tuple[int, ...] | None],
+) -> list[dict[str, Any]]:
     """Every method x audit share (or audit count, a third task field) on one split: the
     guarded estimate's errors."""
     data, cell, counts = (*task, None)[:3]
@@ -308,6 +310,20 @@ def _counts(text: str | None) -> tuple[int, ...] | None:
     return None if not text else tuple(int(c) for c in text.split(","))
 
 
+def _check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--counts``: whole numbers from 0 to under ``--budget``, and ``--budget`` only with it."""
+    if args.counts is None:
+        if args.budget != 50:
+            parser.error("--budget is the budget of --counts; give --counts too")
+        return
+    try:
+        counts = _counts(args.counts)
+    except ValueError:
+        parser.error(f"--counts must be whole numbers separated by commas, got {args.counts!r}")
+    if any(c < 0 or c >= args.budget for c in counts):
+        parser.error(f"--counts must lie in [0, {args.budget}) (the budget), got {args.counts}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
@@ -325,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="re-render the report from its JSON"
     )
     args = parser.parse_args(argv)
+    _check_counts(parser, args)
     name = "audit_split" if args.counts is None else "audit_counts"
     saved = args.out / f"{name}.json"
     info, rows = measured_rows(args, argv, "bench_audit_split", saved, measure)

@@ -6,10 +6,11 @@ IFEval's strongest fifth held out, after 50 items, the estimate erred by 8.15 po
 truth, and the reading over it by about as much, so a point between them errs less than either.
 How far between is a property of the pool, so each pool chooses it on its own upward folds (the
 strongest fifth of the sources replayed with a map fitted on weaker ones) among
-:data:`TOWARD_CANDIDATES`, and :meth:`.scoring.ScoreMap.predict_run` moves a run's estimate
-that far towards the reading where the reading lies above every source, weighted by the
-posterior probability that the run's ability lies above the sources' edge (the side bands'
-edge, :func:`.pool.ability_edges`; on a fold, the edge of the models it was fitted on). The
+:data:`TOWARD_CANDIDATES` (a pool too small for them takes :data:`UNCHOSEN_TOWARD`), and
+:meth:`.scoring.ScoreMap.predict_run` moves a run's estimate that far towards the reading where
+the reading lies above every source, weighted by the posterior probability that the run's
+ability lies above the sources' edge (the side bands' edge, :func:`.pool.ability_edges`; on a
+fold, the edge of the models it was fitted on). The
 weight keeps runs among the sources where they were: moved wherever the reading alone lay above
 them, MuSR's noisy reading moved runs of random splits too (2.05 -> 2.27 points at 50 items,
 2.62 -> 3.31 at 10; ``tools/bench_adaptive.py`` on that variant during development, not kept).
@@ -56,9 +57,13 @@ run's ability lying above the strongest sources' (:attr:`.scoring.ScoreMap.towar
 Without a move such a run stayed near the strongest source: IFEval's strongest fifth held
 out, 25 sources, 50 items, 12.5 points off against the static build's 4.6
 (``bench/adaptive_sources_before_unchosen_move.md``); with it 5.5 (``bench/adaptive_sources.md``,
-random splits within 0.1 point or better). It is not always right: TruthfulQA's strongest
-fifth there went 15.7 -> 17.8 and HellaSwag's 1.75 -> 2.48, while the other five matrices'
-strongest fifths gained or stayed at every length but 50 items on ARC (1.26 -> 1.48)."""
+random splits within 0.1 point or better). It is not always right: five strongest-fifth
+cells got worse by 0.2-2.0 points (TruthfulQA at 50 items 15.7 -> 17.8, HellaSwag at 25 and
+50, Winogrande at 25, ARC at 50), against gains of up to 7 points at 10-50 items.
+Weighted instead by the probability that the reading itself lies above the strongest source
+(its binomial spread), the move would have reached GSM8K's runs, whose abilities after 50
+items sit under the whole-pool edge (10.5 -> 6.7 points), but it followed MuSR's noisy reading
+on random splits too (2.1-2.3 -> 3.6-4.1 at 50 items; a scratch replay, not kept)."""
 
 
 def share_errors(

@@ -198,7 +198,8 @@ def fit_adaptive_state(
     (:func:`.calibrate.choose_pseudo`) before the bands are fitted with that choice. Where the
     target is the sources' mean over the pool items (a whole benchmark), upward folds replayed
     on IRT refitted without their held-out models choose how far a run above the sources moves
-    to the IRT-free reading (:func:`_upward_refits`, :mod:`.beyond`).
+    to the IRT-free reading (:func:`_upward_refits`, :mod:`.beyond`); a pool without them moves
+    it the whole way (:data:`.beyond.UNCHOSEN_TOWARD`).
     """
     _check_model_count(source, folds)
     values = complete_answers(source)

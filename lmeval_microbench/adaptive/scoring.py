@@ -45,7 +45,8 @@ model beyond the sources, and the reach only widened (MuSR's random splits 14-23
 10-50 items, the same coverage), so it is left out there where upward folds exist
 (:meth:`ScoreMap.with_pool_reach`). On
 whole-benchmark pools the estimate itself moves part of the way to the reading where the reading
-lies above every source, as far as the pool's upward folds chose (:mod:`.beyond`).
+lies above every source, as far as the pool's upward folds chose, or the whole way in a pool
+without them (:mod:`.beyond`).
 
 Sides. Those bands come from models like the sources. A model weaker or stronger than all of
 them is read worse, so the pool also replays its weakest and its strongest fifth with the map
@@ -465,15 +466,18 @@ class ScoreMap:
     def with_toward(self, share: float, edge: float | None = None) -> ScoreMap:
         """The map whose runs above the sources move ``share`` of the way to the IRT-free
         reading (see :attr:`toward`), weighted at the upward side band's ability edge or, where
-        the pool has none, at ``edge``; it needs that reading's inputs."""
+        the pool has none, at ``edge`` (None: the map's own :attr:`toward_edge` stays); it
+        needs that reading's inputs."""
         share = float(share)
         if not 0.0 <= share <= 1.0:
             raise InputError(f"toward_reading must lie in [0, 1], got {share!r}")
         if share and (self.rates is None or self.truth_range is None):
             raise InputError("toward_reading needs the pool's source_rates and source_range")
-        if edge is not None and not math.isfinite(edge):
-            raise InputError(f"toward_edge must be a finite ability, got {edge!r}")
-        return replace(self, toward=share, toward_edge=None if edge is None else float(edge))
+        if edge is not None:
+            edge = float(edge)
+            if not math.isfinite(edge):
+                raise InputError(f"toward_edge must be a finite ability, got {edge!r}")
+        return replace(self, toward=share, toward_edge=self.toward_edge if edge is None else edge)
 
     def toward_to_dict(self) -> dict[str, Any]:
         """The move towards the reading for the pool state (empty: none)."""
@@ -499,7 +503,7 @@ class ScoreMap:
         (see the module). Without them (fewer than 48 sources) the reach is what a run beyond
         the sources has: pools of 25 sources held 0.17-0.32 of TruthfulQA's strongest fifth
         at 10-50 items without it and 0.67-0.98 with it, MMLU's 0.49-0.82 and 0.99-1.00; random
-        splits at most 14 points wider (MuSR at 10 items;
+        splits at most 15 points wider (MuSR at 10 items;
         ``bench/adaptive_sources_fold_irt_only.md`` -> ``bench/adaptive_sources.md``)."""
         return self.with_reach(0.0 if whole and self.has_upward_folds else REACH_Z)
 
