@@ -56,7 +56,8 @@ the model lies beyond the sources (:mod:`..outside.guard`); here that probabilit
 run's ability lying above the strongest sources' (:attr:`.scoring.ScoreMap.toward_edge`).
 Without a move such a run stayed near the strongest source: IFEval's strongest fifth held
 out, 25 sources, 50 items, 12.5 points off against the static build's 4.6
-(``bench/adaptive_sources_before_unchosen_move.md``); with it 5.5 (``bench/adaptive_sources.md``,
+(``bench/adaptive_sources_before_unchosen_move.md``); with it 5.5
+(``bench/adaptive_sources_before_smoothed_rates.md``,
 random splits within 0.1 point or better). It is not always right: five strongest-fifth
 cells got worse by 0.2-2.0 points (TruthfulQA at 50 items 15.7 -> 17.8, HellaSwag at 25 and
 50, Winogrande at 25, ARC at 50), against gains of up to 7 points at 10-50 items.
@@ -126,7 +127,7 @@ def warn_without_upward_folds(score_map: ScoreMap, n_sources: int) -> None:
         f"adaptive pool of {n_sources} source models: too few to replay its strongest fifth "
         "(from 48 on), so a model stronger than every source gets a wide interval and an "
         "estimate that may stay far off (25 sources, strongest fifth held out, 50 items: "
-        "GSM8K 10.5 and TruthfulQA 17.8 points off, the static build 3.1 and 3.0; "
+        "GSM8K 10.3 and TruthfulQA 11.7 points off, the static build 3.1 and 3.0; "
         "bench/adaptive_sources.md); for such a model use a static micro task (microbench "
         "build)",
         FewSourcesWarning,
