@@ -126,6 +126,8 @@ def test_an_older_pool_gets_the_rates_of_a_new_build_without_refitting():
     other, _ = simulate_responses(random_item_params(20, seed=9), 50, seed=9)
     with pytest.raises(InputError, match="built from another source matrix"):
         with_source_rates(older, other, other.mean_scores())
+    with pytest.raises(InputError, match="already has its source rates; rebuild it"):
+        with_source_rates(bundle, matrix, truth)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="only",
         action="store_const",
         const="source_rates",
-        help="only add the IRT-free reading's source rates to the pools of --out (no refitting)",
+        help="only add the IRT-free reading's source rates to the pools of --out saved without "
+        "them (no refitting; a pool that has rates is refused)",
     )
     parser.add_argument(
         "--floor",

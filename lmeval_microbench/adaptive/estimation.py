@@ -131,7 +131,7 @@ def impute(
 def impute_from_rates(
     rates: np.ndarray, asked: np.ndarray, scores: np.ndarray, pseudo: float = PSEUDO_ANSWERS
 ) -> np.ndarray:
-    """Answers where asked, the source models' success rates elsewhere, shifted (as in
+    """Answers where asked, the source models' (smoothed) success rates elsewhere, shifted (as in
     ``shifted``) to the run's own hit rate on the items it was asked.
 
     No IRT enters: an item is as hard for the run as it was for the sources, up to one common
@@ -148,8 +148,8 @@ def impute_from_rates(
 
 
 def rates_raised(rates: np.ndarray, asked: np.ndarray, scores: np.ndarray, z: float) -> np.ndarray:
-    """The source models' success rates on every pool item, shifted to the run's hit count
-    raised by ``z`` binomial standard deviations: the IRT-free reading of the strongest model
+    """The source models' (smoothed) success rates on every pool item, shifted to the run's hit
+    count raised by ``z`` binomial standard deviations: the IRT-free reading of the strongest model
     the run's answers allow, given how few items it was asked.
 
     The deviation is the binomial one of the asked items at the run's own shifted rates,

@@ -34,12 +34,18 @@ from .scoring import checkpoints_for
 
 
 def with_source_rates(bundle: Bundle, source: ResponseMatrix, truth: np.ndarray) -> Bundle:
-    """The pool ``bundle`` with the IRT-free reading's inputs (the sources' success rate on
-    every pool item and their range of true scores) from ``source`` and ``truth``, the matrix
-    and scores it was built from, refitting nothing: for pools saved before the reading. Their
-    bands were fitted on spans without it, and the reading only ever widens a span (where it
-    lies beyond the sources), so such a pool's intervals can only grow."""
+    """The pool ``bundle`` with the IRT-free reading's inputs (the sources' smoothed success
+    rate on every pool item and their range of true scores) from ``source`` and ``truth``, the
+    matrix and scores it was built from, refitting nothing: for pools saved before the reading.
+    Their bands were fitted on spans without it, and the reading only ever widens a span (where
+    it lies beyond the sources), so such a pool's intervals can only grow. A pool that has
+    rates is refused: its bands and move were chosen on them (the shipped pools hold raw
+    means, saved before the smoothing), and new ones would change what they were chosen on."""
     pool, _ = _pool_and_answers(bundle, source)
+    if pool.state.score_map.rates is not None:
+        raise InputError(
+            f"pool {bundle.name!r} already has its source rates; rebuild it to change them"
+        )
     score_map = pool.state.score_map.with_sources(source, truth)
     return _with_state(bundle, replace(pool.state, score_map=score_map))
 

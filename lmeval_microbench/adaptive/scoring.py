@@ -28,10 +28,10 @@ conformal score like any other, so the coverage of models drawn like the sources
 rule of ``kridge``'s range guard (:mod:`..estimators.ridge`): beyond the data, the disagreement of
 estimates is the honest measure of what is not known (spans are taken at the 90 % level: an 80 %
 interval is conservative). Two more readings join the span where they lie beyond every source
-model's true score. The run read without IRT (the sources' success rate on each item, shifted to
-the run's hit rate; :func:`.estimation.impute_from_rates`): beyond the sources it and the 2PL err
-in opposite directions on whole benchmarks (IFEval's and MuSR's strongest fifth: the posterior 5-9
-points under the truth, the reading 10-13 over). And that reading at a hit count
+model's true score. The run read without IRT (the sources' smoothed success rate on each item,
+shifted to the run's hit rate; :func:`.estimation.impute_from_rates`): beyond the sources it and
+the 2PL err in opposite directions on whole benchmarks (IFEval's and MuSR's strongest fifth: the
+posterior 5-9 points under the truth, the reading 10-13 over). And that reading at a hit count
 :data:`..outside.guard.REACH_Z` binomial sds higher (:func:`.estimation.rates_raised`) where it
 lies above the sources, the static guard's rule for a reading that may lie beyond them
 (:mod:`..outside.guard`). A run of 10-25 items near the top of the sources cannot yet tell a model
@@ -151,7 +151,8 @@ class ScoreMap:
     pseudo: float = PSEUDO_ANSWERS
     """Strength of the shifted imputation (pseudo answers; :mod:`.calibrate` chooses it)."""
     rates: np.ndarray | None = field(default=None, compare=False)
-    """The source models' success rate on each pool item, in pool order: the IRT-free reading
+    """The source models' smoothed success rate on each pool item (raw means in pools saved
+    before the smoothing, the shipped ones among them), in pool order: the IRT-free reading
     of a run beyond the sources (:meth:`predict_run`). None in pools saved before it."""
     truth_range: tuple[float, float] | None = None
     """The weakest and the strongest source model's true score (fractions)."""
@@ -190,7 +191,7 @@ class ScoreMap:
 
         The rates are smoothed as the static readings' are (``(right + 0.5) / (answered +
         1)``): an item no source answered right is not one no model can, and at its raw rate 0
-        no shift of the reading reached it. With 25 sources that held TruthfulQA's strongest
+        no shift a run's answers give reached it. With 25 sources that held TruthfulQA's strongest
         fifth 17.8 points under the truth after 50 items (intervals covering 0.67); smoothed,
         11.7 (0.99; ``bench/adaptive_sources_before_smoothed_rates.md`` ->
         ``bench/adaptive_sources.md``). With all 278 sources IFEval and MuSR moved by 0.02
