@@ -15,6 +15,16 @@ side bands, top band or move towards the IRT-free reading (``adaptive/pool.py``)
 where that shows.
 
     python tools/bench_adaptive_sources.py --jobs 2          # about 3 minutes on 2 idle cores
+    python tools/bench_adaptive_sources.py --jobs 2 --protocols weak   # adaptive_sources_weak.*
+
+The weakest 20 % held out (``weak``) has no static column at 25-100 sources: the peer suite
+runs that protocol with every source model only. ``--checked`` reads the runs as ``microbench
+adaptive`` prints them instead (``tools/bench_adaptive_fit.py``'s reading): the pool built as
+``adaptive build`` builds it, chance levels as the shipped pools were given them, and each
+estimate after the person-fit check (``adaptive.pool.estimate_pool``); its report is suffixed
+``_checked``.
+
+    python tools/bench_adaptive_sources.py --jobs 2 --protocols weak --checked
 """
 
 from __future__ import annotations
@@ -25,16 +35,20 @@ import os
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_adaptive_fit import max_info_runs, read_runs
+from bench_fit_effect import given_chance
 from peer_cells import DATA, V1, V2, Cell, require_data, split_cell
 from tqdm.auto import tqdm
 from worker_pool import worker_pool
 
 from lmeval_microbench._io import write_json_atomic, write_text_if_changed
 from lmeval_microbench.adaptive.evaluate import estimate_targets
+from lmeval_microbench.adaptive.pool import build_pool, pool_state
 
 REPO = Path(__file__).resolve().parents[1]
 POPULATIONS = ("25", "50", "100")
@@ -44,25 +58,29 @@ STATIC_BUDGET = 50
 """The peer suite's population cells are built at this budget only."""
 
 
-def cells(v2_seeds: int, v1_seeds: int) -> list[Cell]:
+def cells(v2_seeds: int, v1_seeds: int, protocols: tuple[str, ...] = PROTOCOLS) -> list[Cell]:
     """Every (matrix, population, protocol, seed) cell, at the peer suite's budget of 50."""
     seeds = {**{m: v2_seeds for m in V2}, **{m: v1_seeds for m in V1}}
     return [
         Cell(matrix, population, protocol, STATIC_BUDGET, seed)
         for matrix in (*V2, *V1)
         for population in POPULATIONS
-        for protocol in PROTOCOLS
+        for protocol in protocols
         for seed in range(seeds[matrix])
     ]
 
 
-def measure(cell: Cell) -> dict[str, Any]:
+def measure(cell: Cell, checked: bool = False) -> dict[str, Any]:
     """MAE, bias (points), 90 % coverage and width of the adaptive runs of one cell's
-    held-out models after each of :data:`ITEMS` items."""
+    held-out models after each of :data:`ITEMS` items (``checked``: as the product prints
+    them, :func:`checked_runs`)."""
     source, target, source_truth, target_truth = split_cell(cell, DATA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = estimate_targets(source, source_truth, target, ITEMS, seed=cell.seed)
+        if checked:
+            found = checked_runs(cell, source, source_truth, target)
+        else:
+            found = estimate_targets(source, source_truth, target, ITEMS, seed=cell.seed)
     out: dict[str, Any] = {"key": cell.key, "sources": source.n_models, "adaptive": {}}
     for n, (value, lower, upper) in found.items():
         error = value - target_truth
@@ -73,6 +91,23 @@ def measure(cell: Cell) -> dict[str, Any]:
             "width": float(100 * np.mean(upper - lower)),
         }
     return out
+
+
+def checked_runs(
+    cell: Cell, source: Any, source_truth: np.ndarray, target: Any
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``{items: (value, lower, upper)}`` of the held-out models' max-information runs, read
+    after the person-fit check by a pool built as ``microbench adaptive build`` builds it
+    (chance levels as the shipped pool was given them; its floor under the sources follows)."""
+    chance = given_chance(cell.matrix, list(source.item_ids))
+    bundle = build_pool(
+        source, source_truth, name=f"{cell.matrix}-sources", benchmark=cell.matrix,
+        seed=cell.seed, chance=chance, progress=False,
+    )  # fmt: skip
+    pool = pool_state(bundle)
+    values = target.values[:, target.item_positions(list(pool.item_ids))]
+    result = max_info_runs(pool, values, ITEMS)
+    return {n: read_runs(pool, values, result.order, n)["checked"] for n in ITEMS}
 
 
 def static_of(peers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -124,6 +159,13 @@ def summary(rows: list[dict[str, Any]], static: dict[str, dict[str, Any]]) -> li
     return out
 
 
+READINGS = {
+    False: "`adaptive.evaluate.estimate_targets`: the score map alone",
+    True: "`adaptive build`'s pool, the estimate after the person-fit check, as `microbench "
+    "adaptive` prints it, chance levels as the shipped pools were given them",
+}
+
+
 def markdown(groups: list[dict[str, Any]], info: dict[str, Any]) -> str:
     lines = [
         "# Adaptive pools from few source models, beside the static default",
@@ -132,10 +174,11 @@ def markdown(groups: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{info['load_average'][0]:.1f} -> {info['load_average'][1]:.1f}, 2 shared cores).",
         "",
         "The peer suite's population cells (`tools/peer_cells.py`: 20 % of the models held "
-        "out at random or the strongest 20 %, the sources drawn from the rest; v2 seeds "
+        "out at random, the strongest 20 % (extrapolation) or the weakest (weak), the sources "
+        "drawn from the rest; v2 seeds "
         f"{info['v2_seeds']}, v1 seeds {info['v1_seeds']}). `adaptive k`: the pool fitted on "
         "the sources, each held-out model replayed adaptively for k items "
-        "(`adaptive.evaluate.estimate_targets`); MAE in points, cov: share of 90 % intervals "
+        f"({info.get('reading', READINGS[False])}); MAE in points, cov: share of 90 % intervals "
         "holding the true score (mean over seeds; min: the lowest seed), width in points. "
         "`static 50`: the static default on the same splits at 50 items and the best "
         "benchpred method there, from `bench/peers.json` (its seeds where it has them: the "
@@ -179,6 +222,24 @@ def _findings(groups: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _protocols(text: str) -> tuple[str, ...]:
+    """``--protocols``: a comma-separated subset of the split protocols, in the given order."""
+    chosen = tuple(p for p in text.split(",") if p)
+    unknown = [p for p in chosen if p not in (*PROTOCOLS, "weak")]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"must name some of random, extrapolation, weak, got {text!r}"
+        )
+    return chosen
+
+
+def report_name(protocols: tuple[str, ...], checked: bool = False) -> str:
+    """``adaptive_sources``, suffixed with the chosen protocols where they are not the default
+    and with ``checked`` for the product's reading."""
+    parts = ["adaptive_sources", *(() if protocols == PROTOCOLS else protocols)]
+    return "_".join([*parts, "checked"] if checked else parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--v2-seeds", type=int, default=3)
@@ -186,12 +247,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--peers", type=Path, default=REPO / "bench" / "peers.json")
     parser.add_argument("--out", type=Path, default=REPO / "bench")
+    parser.add_argument(
+        "--protocols",
+        type=_protocols,
+        default=PROTOCOLS,
+        help="comma-separated, of random, extrapolation, weak; other than the default the "
+        "report is named after them (adaptive_sources_weak.*)",
+    )
+    parser.add_argument(
+        "--checked",
+        action="store_true",
+        help="read the runs after the person-fit check, as microbench adaptive prints them",
+    )
     args = parser.parse_args(argv)
     require_data(DATA)
     load_start, start = os.getloadavg()[0], time.time()
-    todo = cells(args.v2_seeds, args.v1_seeds)
+    todo = cells(args.v2_seeds, args.v1_seeds, args.protocols)
     with worker_pool(args.jobs) as pool:
-        rows = list(tqdm(pool.map(measure, todo), total=len(todo), desc="cells"))
+        found = pool.map(partial(measure, checked=args.checked), todo)
+        rows = list(tqdm(found, total=len(todo), desc="cells"))
     static = static_of(json.loads(args.peers.read_text()))
     groups = summary(rows, static)
     info = {
@@ -200,11 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         "v2_seeds": list(range(args.v2_seeds)),
         "v1_seeds": list(range(args.v1_seeds)),
+        "reading": READINGS[args.checked],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out / "adaptive_sources.json", {"info": info, "rows": rows})
+    name = report_name(args.protocols, args.checked)
+    write_json_atomic(args.out / f"{name}.json", {"info": info, "rows": rows})
     text = markdown(groups, info)
-    write_text_if_changed(args.out / "adaptive_sources.md", text)
+    write_text_if_changed(args.out / f"{name}.md", text)
     print(text)
     return 0
 

@@ -282,7 +282,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
     require_data(args.data)
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     seeds = [int(s) for s in args.seeds.split(",")]
-    counts = _counts(args.counts)
+    counts = args.counts
     budgets = BUDGETS if counts is None else (args.budget,)
     tasks = [
         (args.data, Cell(matrix, "all", protocol, budget, seed), counts)
@@ -302,12 +302,18 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, An
         "budgets": "/".join(str(b) for b in budgets),
     }
     if counts is not None:
-        info["counts"] = args.counts
+        info["counts"] = ",".join(str(c) for c in counts)
     return info, [row for cell_rows_ in found for row in cell_rows_]
 
 
-def _counts(text: str | None) -> tuple[int, ...] | None:
-    return None if not text else tuple(int(c) for c in text.split(","))
+def _counts(text: str) -> tuple[int, ...]:
+    """``--counts`` parsed once, by argparse: whole numbers separated by commas."""
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be whole numbers separated by commas, got {text!r}"
+        ) from None
 
 
 def _check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -316,12 +322,9 @@ def _check_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         if args.budget != 50:
             parser.error("--budget is the budget of --counts; give --counts too")
         return
-    try:
-        counts = _counts(args.counts)
-    except ValueError:
-        parser.error(f"--counts must be whole numbers separated by commas, got {args.counts!r}")
-    if any(c < 0 or c >= args.budget for c in counts):
-        parser.error(f"--counts must lie in [0, {args.budget}) (the budget), got {args.counts}")
+    if any(c < 0 or c >= args.budget for c in args.counts):
+        shown = ",".join(str(c) for c in args.counts)
+        parser.error(f"--counts must lie in [0, {args.budget}) (the budget), got {shown}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -334,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench")
     parser.add_argument(
         "--counts",
+        type=_counts,
         help="fixed audit sizes at one budget instead of shares (writes audit_counts.*)",
     )
     parser.add_argument("--budget", type=int, default=50, help="the budget of --counts")

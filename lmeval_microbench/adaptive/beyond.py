@@ -31,6 +31,16 @@ Only where the pool's target is the source models' mean over its items (a whole 
 no map to the target, as for the static guard (:mod:`..estimators.guarded`). On the v1 pools
 the target is the whole benchmark's score beyond the pool's items; they keep one IRT fit and
 no move.
+
+Below the sources nothing moves. The rule mirrored (the whole way down to the reading where it
+lies under every source, by the probability that the run's ability lies under the weakest
+sources' edge) helped where the weakest fifth was read far too high (ARC, 25 sources, 50
+items: 17.4 -> 8.2 points) but made IFEval's weakest fifth worse with 25 to 278 sources
+(2.85 -> 3.19, 3.00 -> 3.55 at 50 items), and MMLU's with all sources (4.08 -> 5.60); a share
+chosen on the downward folds instead (their errors are of another size than the held-out
+fifth's: 9-12 points against 3-4 on IFEval) was worse on IFEval in every cell, 0.1-0.7
+points. Scratch replays on the peer suite's splits, not kept; what such a pool reads now is
+``bench/adaptive_sources_weak.md``.
 """
 
 from __future__ import annotations

@@ -237,14 +237,13 @@ class ScoreMap:
     def _toward_weight(self, ability: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray | None:
         """:attr:`toward` times the probability that the ability lies above the sources'
         edge (None: no move)."""
-        above = [s for s in self.sides if s.side == ABOVE and s.ability_edge is not None]
         if not self.toward or ability is None:
             return None
-        if above:
-            return self.toward * above[0].beyond(*ability)
-        if self.toward_edge is None:
+        edges = [s.ability_edge for s in self.sides if s.side == ABOVE]
+        edge = next((e for e in edges if e is not None), self.toward_edge)
+        if edge is None:
             return None
-        return self.toward * beyond_edge(*ability, self.toward_edge, ABOVE)
+        return self.toward * beyond_edge(*ability, edge, ABOVE)
 
     def above_reading(self, value: np.ndarray, asked: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """The IRT-free reading where it lies above every source, else ``value``: what
