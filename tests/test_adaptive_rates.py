@@ -55,8 +55,10 @@ def test_a_new_pool_stores_the_rates_by_item_and_loads_them_back():
 def test_pools_saved_before_the_rates_keep_their_spans_and_bad_rates_are_refused():
     _, _, bundle = _pool()
     state = bundle.estimator_state(ADAPTIVE)
-    # saved before the rates, so before the move towards them (a move needs the rates)
-    older = {k: v for k, v in state.items() if k not in (*RATES_KEYS, "toward_reading")}
+    # saved before the rates, so before the move towards them and the lower reach (both
+    # need the rates)
+    before = (*RATES_KEYS, "toward_reading", "lower_reach")
+    older = {k: v for k, v in state.items() if k not in before}
     assert AdaptiveState.from_bundle(bundle, older).score_map.rates is None
     short = dict(state, source_rates=dict(list(state["source_rates"].items())[:-1]))
     with pytest.raises(BundleError, match=r"bundle 'p'.*source_rates do not match"):
@@ -116,7 +118,7 @@ def test_the_reading_covers_ifeval_models_stronger_than_every_source(ifeval_stro
 
 def test_an_older_pool_gets_the_rates_of_a_new_build_without_refitting():
     matrix, truth, bundle = _pool()
-    older = saved_before(bundle, (*RATES_KEYS, "toward_reading"))
+    older = saved_before(bundle, (*RATES_KEYS, "toward_reading", "lower_reach"))
     assert pool_state(older).state.score_map.rates is None
     again = pool_state(with_source_rates(older, matrix, truth)).state.score_map
     fresh = pool_state(bundle).state.score_map

@@ -77,11 +77,14 @@ def measure(cell: Cell, checked: bool = False) -> dict[str, Any]:
     source, target, source_truth, target_truth = split_cell(cell, DATA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        floor = None
         if checked:
-            found = checked_runs(cell, source, source_truth, target)
+            found, floor = checked_runs(cell, source, source_truth, target)
         else:
             found = estimate_targets(source, source_truth, target, ITEMS, seed=cell.seed)
     out: dict[str, Any] = {"key": cell.key, "sources": source.n_models, "adaptive": {}}
+    if floor is not None:  # held-out models under where the floor stops a lower edge
+        out["under_floor"] = float(np.mean(target_truth < floor))
     for n, (value, lower, upper) in found.items():
         error = value - target_truth
         out["adaptive"][str(n)] = {
@@ -95,10 +98,11 @@ def measure(cell: Cell, checked: bool = False) -> dict[str, Any]:
 
 def checked_runs(
     cell: Cell, source: Any, source_truth: np.ndarray, target: Any
-) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], float | None]:
     """``{items: (value, lower, upper)}`` of the held-out models' max-information runs, read
     after the person-fit check by a pool built as ``microbench adaptive build`` builds it
-    (chance levels as the shipped pool was given them; its floor under the sources follows)."""
+    (chance levels as the shipped pool was given them), and the pool's floor under the
+    sources (the chance-level score less 5 points; 0 without chance levels)."""
     chance = given_chance(cell.matrix, list(source.item_ids))
     bundle = build_pool(
         source, source_truth, name=f"{cell.matrix}-sources", benchmark=cell.matrix,
@@ -107,7 +111,8 @@ def checked_runs(
     pool = pool_state(bundle)
     values = target.values[:, target.item_positions(list(pool.item_ids))]
     result = max_info_runs(pool, values, ITEMS)
-    return {n: read_runs(pool, values, result.order, n)["checked"] for n in ITEMS}
+    found = {n: read_runs(pool, values, result.order, n)["checked"] for n in ITEMS}
+    return found, pool.state.score_map.floor
 
 
 def static_of(peers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -148,6 +153,9 @@ def summary(rows: list[dict[str, Any]], static: dict[str, dict[str, Any]]) -> li
             entry[f"min_coverage_{n}"] = float(
                 np.min([r["adaptive"][str(n)]["coverage"] for r in members])
             )
+        under = [r["under_floor"] for r in members if "under_floor" in r]
+        if under:
+            entry["under_floor"] = float(np.mean(under))
         found = [static[r["key"]] for r in members if r["key"] in static]
         if found:
             entry["static_mae"] = float(np.mean([s["ours"]["mae"] for s in found]))
@@ -219,6 +227,13 @@ def _findings(groups: list[dict[str, Any]]) -> list[str]:
                 f"- {population} sources, {n} items: mean coverage under 0.85 in "
                 f"{len(low)} of {len(mine)} matrix x protocol groups{named}"
             )
+    under = [f"{g['matrix']} {g['protocol']} {g['under_floor']:.2f}" for g in groups
+             if g.get("under_floor") and g["population"] == POPULATIONS[0]]  # fmt: skip
+    if under:  # the same held-out models at every population
+        out.append(
+            "- share of the held-out models whose true score lies under the pool's floor "
+            f"(the chance-level score less 5 points): {', '.join(under)}"
+        )
     return out
 
 

@@ -128,6 +128,7 @@ SECTIONS = [
     ("adaptive_sources.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_sources_weak.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_sources_weak_checked.md", "tools/bench_adaptive_sources.py"),
+    ("adaptive_sources_weak_checked_before_lower_reach.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_sources_before_smoothed_rates.md", "tools/bench_adaptive_sources.py"),
     ("adaptive_v2_rates_after.md", "tools/bench_adaptive.py"),
     ("adaptive_v2_rates_before.md", "tools/bench_adaptive.py"),

@@ -27,6 +27,7 @@ from ..irt import estimate_abilities
 from ..irt.params import ItemParams
 from ..outside.ceiling import open_above
 from ..outside.folds import DOWN, UP, directed_folds
+from ..outside.guard import REACH_Z
 from ..personfit import build_spec, check_estimate, fit_record, lowest_score
 from ..responses import ResponseMatrix
 from ..subset import Subset
@@ -120,6 +121,7 @@ class AdaptiveState:
                     float(obj.get("upper_reach", 0.0)),
                     obj.get("top_band"),
                     float(obj["toward_edge"]) if "toward_edge" in obj else None,
+                    float(obj.get("lower_reach", 0.0)),
                 ),
                 dict(obj.get("calibration", {})),
             )
@@ -235,6 +237,7 @@ def fit_adaptive_state(
     elif whole:  # nothing to choose on: the static guard's move (see .beyond)
         toward, toward_edge = UNCHOSEN_TOWARD, edges[ABOVE]
     score_map = score_map.with_toward(toward, toward_edge).with_pool_reach(whole)
+    score_map = score_map.with_lower_reach(REACH_Z)  # every pool: see ScoreMap.lower_reach
     warn_without_upward_folds(score_map, source.n_models)
     calibration = {
         "selector": MaxInfoSelector.name,
