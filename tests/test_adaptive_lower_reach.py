@@ -57,6 +57,7 @@ def test_the_reach_joins_the_span_only_where_the_whole_spread_lies_below():
     np.testing.assert_allclose(value, value0)
     np.testing.assert_allclose(high, high0)
     assert low[0] == pytest.approx(min(low0[0], down[0]), abs=1e-12)
+    assert low[0] < low0[0] - 1e-6  # the reach lowered it
     assert low[1] == low0[1]  # its raised reading lies over the bottom: no reach
     above = replace(score_map, truth_range=(float(up[0]) - 1e-6, 1.0))
     _, low_above, _ = above.predict_run(expected, asked, scores)

@@ -65,8 +65,9 @@ def test_protocols_choose_the_cells_and_name_the_report():
     assert {c.protocol for c in tool.cells(1, 1)} == {"random", "extrapolation"}
     assert tool.report_name(tool.PROTOCOLS) == "adaptive_sources"
     assert tool.report_name(("weak",)) == "adaptive_sources_weak"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         tool.main(["--protocols", "weakest"])
+    assert stop.value.code == 2  # argparse's refusal, before any data is read
 
 
 @pytest.mark.slow

@@ -150,7 +150,7 @@ def impute_from_rates(
 def rates_raised(rates: np.ndarray, asked: np.ndarray, scores: np.ndarray, z: float) -> np.ndarray:
     """The source models' (smoothed) success rates on every pool item, shifted to the run's hit
     count raised by ``z`` binomial standard deviations: the IRT-free reading of the strongest model
-    the run's answers allow, given how few items it was asked.
+    the run's answers allow, given how few items it was asked (a negative ``z``: the weakest).
 
     The deviation is the binomial one of the asked items at the run's own shifted rates,
     ``sqrt(sum p (1 - p))``: a few answers after 10 items, a far smaller share after 50. The

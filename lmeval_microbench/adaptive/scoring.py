@@ -168,9 +168,10 @@ class ScoreMap:
     0: no reach, as on whole-benchmark pools and in pools saved before it; see the module)."""
     lower_reach: float = 0.0
     """Binomial sds below a run's hit count its span's lower reach reads, where even the
-    reading as many sds above lies under every source: the static guard's rule
-    (:func:`..outside.guard.reached_below`), for models further under the sources than the
-    floor and the side bands reach (0: none, as in pools saved before it; see "Floor")."""
+    reading as many sds above lies under every source: after the static guard's rule
+    (:func:`..outside.guard.reached_below`; here the band still widens the span), for models
+    further under the sources than the floor and the side bands reach (0: none, as in pools
+    saved before it; see "Floor")."""
     toward: float = 0.0
     """Share of the way the estimate of a run moves to the IRT-free reading where that reading
     lies above every source, times the probability that its ability lies above the sources'
